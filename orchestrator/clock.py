@@ -1,0 +1,41 @@
+"""Time, passed in so that the engine can run against a fake clock in tests."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def now(self) -> float:
+        """Wall-clock unix seconds (persisted, compared with server timestamps)."""
+
+    def monotonic(self) -> float:
+        """Monotonic seconds (durations, timers)."""
+
+
+class SystemClock:
+    def now(self) -> float:
+        return time.time()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
+def iso(ts: float | None) -> str | None:
+    """RFC 3339 UTC with milliseconds and a Z, the form every body of ours uses."""
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_iso(value: str) -> float:
+    """Unix seconds from an ISO 8601 timestamp; naive times are taken as UTC."""
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    dt = datetime.fromisoformat(text)
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.timestamp()

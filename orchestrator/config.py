@@ -1,0 +1,258 @@
+"""Configuration: one TOML file, every key overridable from the environment.
+
+Precedence, highest first: ``ORCH_SECTION__KEY`` environment variables,
+``WORKSPACE_API_BASE_URL`` (base URL of the workspace named ``default``), the
+TOML file, the embedded defaults below. Secrets are never read from the file:
+the file names the environment variable that holds each one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from orchestrator.errors import ConfigError
+
+KINDS = ("function_job", "net_operation_build", "workspace_ui_build")
+DEFAULT_CONFIG_PATH = Path("config/orchestrator.toml")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ServerConfig(_Section):
+    listen: str = "127.0.0.1:8080"
+    api_tokens_env: str = "ORCH_API_TOKENS"
+    allow_unauthenticated: bool = False
+    max_body_bytes: int = Field(default=1_048_576, ge=1024, le=64 * 1_048_576)
+    shutdown_grace_s: float = Field(default=10.0, ge=0)
+    shutdown_hard_s: float = Field(default=5.0, ge=0)
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, v: str) -> str:
+        host, port = split_listen(v)
+        if not host or not 0 <= port <= 65535:
+            raise ValueError("must be HOST:PORT")
+        return v
+
+
+class StoreConfig(_Section):
+    path: str = "data/orchestrator.db"
+    commit_interval_s: float = Field(default=0.005, ge=0, le=1)
+    synchronous: Literal["NORMAL", "FULL"] = "FULL"
+    max_batch: int = Field(default=2000, ge=1)
+
+
+class PollingConfig(_Section):
+    initial_delay_s: float = Field(default=1.0, gt=0)
+    max_delay_s: float = Field(default=30.0, gt=0)
+    multiplier: float = Field(default=2.0, ge=1)
+    jitter: float = Field(default=0.2, ge=0, lt=1)
+    default_deadline_s: float = Field(default=3600, gt=0)
+    max_deadline_s: float = Field(default=604800, gt=0)
+    not_found_confirmations: int = Field(default=3, ge=1)
+    not_found_min_s: float = Field(default=10, ge=0)
+    openapi_refresh_s: float = Field(default=300, gt=0)
+
+    @model_validator(mode="after")
+    def _order(self) -> PollingConfig:
+        if self.max_delay_s < self.initial_delay_s:
+            raise ValueError("max_delay_s must be >= initial_delay_s")
+        if self.default_deadline_s > self.max_deadline_s:
+            raise ValueError("default_deadline_s must be <= max_deadline_s")
+        return self
+
+
+class WorkspacePaths(_Section):
+    function_job: str = "/api/workspace/functions/jobs/{id}"
+    function_job_cancel: str = "/api/workspace/functions/jobs/{id}/cancel"
+    net_operation_build: str = "/api/workspace/admin/net-operation-project/builds/{id}"
+    workspace_ui_build: str = "/api/workspace/admin/ui-project/builds/{id}"
+
+    @field_validator("*")
+    @classmethod
+    def _has_id(cls, v: str) -> str:
+        if not v.startswith("/") or v.count("{id}") != 1:
+            raise ValueError("must start with / and contain {id} once")
+        return v
+
+
+class WorkspaceConfig(_Section):
+    name: str = "default"
+    base_url: str = "http://127.0.0.1:5080"
+    token_env: str = "WORKSPACE_API_TOKEN"
+    openapi_path: str = "/swagger/v1/swagger.json"
+    max_in_flight: int = Field(default=64, ge=1, le=10_000)
+    max_requests_per_second: float = Field(default=500, gt=0)
+    request_timeout_s: float = Field(default=10, gt=0)
+    paths: WorkspacePaths = Field(default_factory=WorkspacePaths)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", v):
+            raise ValueError("must be 1-64 characters of [A-Za-z0-9_.-]")
+        return v
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, v: str) -> str:
+        if not re.match(r"^https?://[^/?#@]+", v):
+            raise ValueError("must be an http(s) URL with a host and no userinfo")
+        return v.rstrip("/")
+
+
+class SinkConfig(_Section):
+    name: str
+    url: str
+    secret_env: str | None = None
+    max_age_s: float = Field(default=86400, gt=0)
+    max_in_flight: int = Field(default=16, ge=1, le=1000)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not re.match(r"^https?://[^/?#]+", v):
+            raise ValueError("must be an http(s) URL")
+        return v
+
+
+class EventsConfig(_Section):
+    callback_allowlist: list[str] = Field(default_factory=list)
+    callback_secret_env: str = "ORCH_CALLBACK_SECRET"
+    callback_max_age_s: float = Field(default=86400, gt=0)
+    retry_schedule_s: list[float] = Field(default_factory=lambda: [5.0, 30.0, 120.0, 600.0, 1800.0, 3600.0])
+    delivery_timeout_s: float = Field(default=10, gt=0)
+    retention_s: float = Field(default=7 * 86400, gt=0)
+    prune_interval_s: float = Field(default=60, gt=0)
+    sinks: list[SinkConfig] = Field(default_factory=list)
+
+    @field_validator("retry_schedule_s")
+    @classmethod
+    def _schedule(cls, v: list[float]) -> list[float]:
+        if not v or any(d < 0 for d in v):
+            raise ValueError("must be a non-empty list of non-negative seconds")
+        return v
+
+
+class LoggingConfig(_Section):
+    format: Literal["json", "console"] = "json"
+    level: str = "INFO"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="ORCH_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        case_sensitive=False,
+    )
+
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    polling: PollingConfig = Field(default_factory=PollingConfig)
+    workspaces: list[WorkspaceConfig] = Field(default_factory=lambda: [WorkspaceConfig()])
+    events: EventsConfig = Field(default_factory=EventsConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+
+    @model_validator(mode="after")
+    def _unique(self) -> Settings:
+        names = [w.name for w in self.workspaces]
+        if not names:
+            raise ValueError("workspaces: at least one workspace is required")
+        if len(set(names)) != len(names):
+            raise ValueError("workspaces: names must be unique")
+        sinks = [s.name for s in self.events.sinks]
+        if len(set(sinks)) != len(sinks):
+            raise ValueError("events.sinks: names must be unique")
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml_path = _TOML_PATH.get("path")
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if toml_path is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_path))
+        return tuple(sources)
+
+    def workspace(self, name: str) -> WorkspaceConfig | None:
+        for w in self.workspaces:
+            if w.name == name:
+                return w
+        return None
+
+
+# pydantic-settings builds sources from class-level hooks, so the chosen file is
+# handed over here for the duration of one load() call.
+_TOML_PATH: dict[str, Path | None] = {}
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError("must be HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+def resolve_config_path(explicit: str | None) -> Path | None:
+    """The file named by --config, else ORCH_CONFIG, else config/orchestrator.toml if present."""
+    if explicit:
+        path = Path(explicit)
+        if not path.is_file():
+            raise ConfigError(f"config: file not found: {explicit}")
+        return path
+    env = os.environ.get("ORCH_CONFIG")
+    if env:
+        path = Path(env)
+        if not path.is_file():
+            raise ConfigError(f"ORCH_CONFIG: file not found: {env}")
+        return path
+    return DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.is_file() else None
+
+
+def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
+    """Load and validate; any problem becomes one ConfigError naming the key."""
+    _TOML_PATH["path"] = Path(path) if path is not None else None
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(p) for p in err["loc"]) or "config"
+        raise ConfigError(f"{key}: {err['msg']}") from None
+    except (ValueError, OSError) as exc:
+        raise ConfigError(f"config: {exc}") from None
+    finally:
+        _TOML_PATH.pop("path", None)
+    base = os.environ.get("WORKSPACE_API_BASE_URL")
+    if base:
+        default = settings.workspace("default")
+        if default is not None:
+            try:
+                default.base_url = WorkspaceConfig._base_url(base)
+            except ValueError as exc:
+                raise ConfigError(f"WORKSPACE_API_BASE_URL: {exc}") from None
+    return settings
+
+
+def api_tokens(settings: Settings) -> frozenset[str]:
+    raw = os.environ.get(settings.server.api_tokens_env, "")
+    return frozenset(t.strip() for t in raw.split(",") if t.strip())

@@ -1,0 +1,76 @@
+"""Every exception the orchestrator raises on purpose.
+
+    OrchestratorError
+    ├── ConfigError            a bad configuration; start-up stops with one line naming the key
+    ├── StoreError             the store could not do what was asked
+    │   ├── StoreUnavailable   full disk, locked file, closed store: retry later (API answers 503)
+    │   └── StoreLocked        the SQLite file is held by another process at start-up
+    ├── EnumResolutionError    the workspace's OpenAPI document does not describe a status route
+    └── ApiProblem             an RFC 9457 problem the HTTP API answers with (4xx/5xx)
+
+The docstring of each class is its default message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class OrchestratorError(Exception):
+    """The orchestrator failed."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip())
+
+
+class ConfigError(OrchestratorError):
+    """The configuration is not valid."""
+
+
+class StoreError(OrchestratorError):
+    """The store failed."""
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot accept writes right now."""
+
+
+class StoreLocked(StoreError):
+    """The store file is locked by another process."""
+
+
+class EnumResolutionError(OrchestratorError):
+    """The OpenAPI document does not describe the status route's enums."""
+
+
+class ApiProblem(OrchestratorError):
+    """An RFC 9457 problem answered by the HTTP API."""
+
+    def __init__(
+        self,
+        status: int,
+        title: str,
+        detail: str | None = None,
+        *,
+        field: str | None = None,
+        type_: str = "about:blank",
+        extra: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(detail or title)
+        self.status = status
+        self.title = title
+        self.detail = detail
+        self.field = field
+        self.type = type_
+        self.extra = extra or {}
+        self.headers = headers or {}
+
+    def to_body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"type": self.type, "title": self.title, "status": self.status}
+        if self.detail:
+            body["detail"] = self.detail
+        if self.field:
+            body["field"] = self.field
+        body.update(self.extra)
+        return body

@@ -1,0 +1,29 @@
+"""A wake-up signal for readers of the event log (SSE streams, delivery workers)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+
+class EventBus:
+    """Publishers call ``publish()`` after committing events; waiters re-read the store.
+
+    It carries no data on purpose: the store is the only source of events, so a
+    missed wake-up costs at most one ``timeout`` and never an event.
+    """
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def publish(self) -> None:
+        event, self._event = self._event, asyncio.Event()
+        event.set()
+
+    async def wait(self, wait_s: float) -> bool:
+        """True when woken by a publish, False after wait_s."""
+        event = self._event
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), wait_s)
+            return True
+        return False

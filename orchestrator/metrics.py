@@ -1,0 +1,164 @@
+"""Every Prometheus metric of the contract (section 5), in a registry of our own.
+
+Nothing is registered at import time: a ``Metrics`` is built by the service
+(or a test) around a fresh ``CollectorRegistry``. No id of any kind is ever a
+label value; labels are workspace, kind, outcome, result, sink and reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+KINDS = ("function_job", "net_operation_build", "workspace_ui_build")
+OUTCOMES = ("succeeded", "failed", "cancelled", "deadline_exceeded", "not_found", "abandoned")
+POLL_RESULTS = (
+    "ok",
+    "not_found",
+    "rate_limited",
+    "http_5xx",
+    "timeout",
+    "connection",
+    "unauthorized",
+    "invalid_response",
+)
+DELIVERY_RESULTS = ("delivered", "retry", "dead")
+
+# Poll latency against a local workspace is milliseconds; the 0.25 s and 1 s
+# boundaries match the alert rules' SLOs.
+POLL_DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+# Lateness SLO is 0.5 s (p99): boundaries on both sides of it.
+LATENESS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+TIME_TO_TERMINAL_BUCKETS = (1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
+DELIVERY_LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600)
+LOOP_LAG_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.trackings_active = Gauge(
+            "orchestrator_trackings_active",
+            "Trackings currently being polled.",
+            ["workspace", "kind"],
+            registry=r,
+        )
+        self.trackings_created_total = Counter(
+            "orchestrator_trackings_created_total",
+            "Trackings accepted by intake (new ones only).",
+            ["workspace", "kind"],
+            registry=r,
+        )
+        self.trackings_terminal_total = Counter(
+            "orchestrator_trackings_terminal_total",
+            "Trackings that reached a terminal outcome.",
+            ["workspace", "kind", "outcome"],
+            registry=r,
+        )
+        self.polls_total = Counter(
+            "orchestrator_polls_total",
+            "Status reads sent to Moltaro, by result.",
+            ["workspace", "kind", "result"],
+            registry=r,
+        )
+        self.poll_duration_seconds = Histogram(
+            "orchestrator_poll_duration_seconds",
+            "Time from sending a status read to having its body.",
+            ["workspace", "kind"],
+            buckets=POLL_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.poll_lateness_seconds = Histogram(
+            "orchestrator_poll_lateness_seconds",
+            "How long after its due time a poll was sent.",
+            ["workspace"],
+            buckets=LATENESS_BUCKETS,
+            registry=r,
+        )
+        self.time_to_terminal_seconds = Histogram(
+            "orchestrator_time_to_terminal_seconds",
+            "From intake to the terminal outcome.",
+            ["kind", "outcome"],
+            buckets=TIME_TO_TERMINAL_BUCKETS,
+            registry=r,
+        )
+        self.event_deliveries_total = Counter(
+            "orchestrator_event_deliveries_total",
+            "Event delivery attempts by result.",
+            ["sink", "result"],
+            registry=r,
+        )
+        self.event_outbox_pending = Gauge(
+            "orchestrator_event_outbox_pending",
+            "Deliveries waiting in the outbox.",
+            ["sink"],
+            registry=r,
+        )
+        self.event_delivery_latency_seconds = Histogram(
+            "orchestrator_event_delivery_latency_seconds",
+            "From the event's creation (terminal transition) to a 2xx from the sink.",
+            ["sink"],
+            buckets=DELIVERY_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.workspace_up = Gauge(
+            "orchestrator_workspace_up",
+            "1 when the last status read of the workspace got an HTTP answer that was not 5xx.",
+            ["workspace"],
+            registry=r,
+        )
+        self.contract_anomalies_total = Counter(
+            "orchestrator_contract_anomalies_total",
+            "Status bodies that break Moltaro's documented contract (never reported as success).",
+            ["workspace", "kind", "reason"],
+            registry=r,
+        )
+        self.event_loop_lag_seconds = Histogram(
+            "orchestrator_event_loop_lag_seconds",
+            "How late the event loop ran a timer that should have fired on time.",
+            buckets=LOOP_LAG_BUCKETS,
+            registry=r,
+        )
+        self.enum_source = Gauge(
+            "orchestrator_enum_source_fallback",
+            "1 when a workspace's enums come from the documented fallback, not its OpenAPI.",
+            ["workspace", "kind"],
+            registry=r,
+        )
+        self.in_flight = Gauge(
+            "orchestrator_polls_in_flight",
+            "Status reads currently in flight.",
+            ["workspace"],
+            registry=r,
+        )
+        self.ready = Gauge(
+            "orchestrator_ready",
+            "1 when the service is ready (store writable, not draining).",
+            registry=r,
+        )
+
+    def preinitialise(self, workspaces: Iterable[str], sinks: Iterable[str]) -> None:
+        """Create every series whose label set is known, so rates start at 0."""
+        for ws in workspaces:
+            self.workspace_up.labels(workspace=ws)
+            self.poll_lateness_seconds.labels(workspace=ws)
+            self.in_flight.labels(workspace=ws)
+            for kind in KINDS:
+                self.trackings_active.labels(workspace=ws, kind=kind)
+                self.trackings_created_total.labels(workspace=ws, kind=kind)
+                self.poll_duration_seconds.labels(workspace=ws, kind=kind)
+                self.enum_source.labels(workspace=ws, kind=kind)
+                for result in POLL_RESULTS:
+                    self.polls_total.labels(workspace=ws, kind=kind, result=result)
+                for outcome in OUTCOMES:
+                    self.trackings_terminal_total.labels(workspace=ws, kind=kind, outcome=outcome)
+        for kind in KINDS:
+            for outcome in OUTCOMES:
+                self.time_to_terminal_seconds.labels(kind=kind, outcome=outcome)
+        for sink in sinks:
+            self.event_outbox_pending.labels(sink=sink)
+            self.event_delivery_latency_seconds.labels(sink=sink)
+            for result in DELIVERY_RESULTS:
+                self.event_deliveries_total.labels(sink=sink, result=result)

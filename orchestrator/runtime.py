@@ -1,0 +1,37 @@
+"""The composition root's bag of dependencies, shared by the API handlers.
+
+Handlers read it as ``request.app[RUNTIME]``. Everything in it is created by
+``orchestrator.service`` at start-up (never at import time) and passed in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+if TYPE_CHECKING:
+    from orchestrator.clock import Clock
+    from orchestrator.config import Settings
+    from orchestrator.events.bus import EventBus
+    from orchestrator.metrics import Metrics
+    from orchestrator.store.base import Store
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    store: Store
+    clock: Clock
+    metrics: Metrics
+    bus: EventBus
+    api_tokens: frozenset[str] = frozenset()
+    # Set by the service once built; typed loosely to keep this module import-light.
+    engine: Any = None
+    deliveries: Any = None
+    draining: bool = False
+    failed_tasks: list[str] = field(default_factory=list)
+
+
+RUNTIME: web.AppKey[Runtime] = web.AppKey("runtime", Runtime)

@@ -1,0 +1,240 @@
+"""The store: a small protocol of domain operations.
+
+SQLite implements it (``sqlite.py``), an in-memory store serves fast unit tests
+(``memory.py``), and one contract suite (``tests/unit/test_store_contract.py``)
+runs against both. A PostgreSQL backend for several replicas will implement the
+same protocol.
+
+Times are unix seconds (float) everywhere in the store; the API renders them.
+JSON-valued fields are plain Python objects (dict/list/str/...) here; the
+backend chooses how to persist them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+TrackingState = Literal["active", "terminal"]
+Outcome = Literal["succeeded", "failed", "cancelled", "deadline_exceeded", "not_found", "abandoned"]
+DeliveryState = Literal["pending", "delivered", "dead"]
+
+
+@dataclass(slots=True)
+class NewTracking:
+    """A validated intake item, ready to be stored."""
+
+    tracking_id: str
+    workspace: str
+    kind: str
+    remote_id: str
+    deadline_at: float
+    created_at: float
+    next_poll_at: float
+    labels: dict[str, str] = field(default_factory=dict)
+    correlation_id: str | None = None
+    callback_url: str | None = None
+    notify: str = "terminal"
+
+
+@dataclass(slots=True)
+class Tracking:
+    tracking_id: str
+    workspace: str
+    kind: str
+    remote_id: str
+    state: TrackingState
+    outcome: Outcome | None
+    remote_status: str | None
+    remote: Any
+    result: dict[str, Any] | None
+    polls: int
+    last_polled_at: float | None
+    next_poll_at: float | None
+    last_error: dict[str, Any] | None
+    deadline_at: float
+    created_at: float
+    terminal_at: float | None
+    labels: dict[str, str]
+    correlation_id: str | None
+    callback_url: str | None
+    notify: str
+
+
+@dataclass(slots=True)
+class NewEvent:
+    """An event to append to the log, with the destinations it must reach.
+
+    ``payload`` is the exact serialized CloudEvent (bytes) that every delivery
+    attempt sends. ``destinations`` are sink names (``"sink:<name>"``) or
+    ``"callback"`` (whose URL is ``callback_url``).
+    """
+
+    event_id: str
+    tracking_id: str
+    type: str
+    time: float
+    payload: bytes
+    destinations: list[str] = field(default_factory=list)
+    callback_url: str | None = None
+
+
+@dataclass(slots=True)
+class PollUpdate:
+    """The result of one non-terminal poll, persisted in a group commit."""
+
+    tracking_id: str
+    polls: int
+    last_polled_at: float
+    next_poll_at: float
+    remote_status: str | None = None
+    remote: Any = None
+    remote_changed: bool = False  # when False, remote_status/remote are kept as stored
+    last_error: dict[str, Any] | None = None
+    event: NewEvent | None = None  # a status_changed event, written in the same transaction
+
+
+@dataclass(slots=True)
+class Finish:
+    """A terminal transition and its terminal event, written in one transaction."""
+
+    tracking_id: str
+    outcome: Outcome
+    terminal_at: float
+    result: dict[str, Any] | None
+    event: NewEvent
+    polls: int | None = None
+    last_polled_at: float | None = None
+    remote_status: str | None = None
+    remote: Any = None
+    remote_changed: bool = False
+    last_error: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class EventRecord:
+    seq: int
+    event_id: str
+    tracking_id: str
+    type: str
+    time: float
+    payload: bytes
+
+
+@dataclass(slots=True)
+class Delivery:
+    delivery_id: int
+    event_seq: int
+    event_id: str
+    destination: str
+    url: str | None
+    state: DeliveryState
+    attempts: int
+    next_attempt_at: float
+    created_at: float
+    event_time: float
+    payload: bytes
+    last_status: int | None = None
+    last_error: str | None = None
+    delivered_at: float | None = None
+
+
+@dataclass(slots=True)
+class TrackingQuery:
+    state: TrackingState | None = None
+    kind: str | None = None
+    outcome: Outcome | None = None
+    workspace: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    limit: int = 100
+    cursor: str | None = None  # opaque, produced by the store
+
+
+class Store(Protocol):
+    async def open(self) -> None:
+        """Create or migrate the schema; raise StoreLocked/StoreError on failure."""
+
+    async def close(self) -> None:
+        """Flush pending group-commit writes and close."""
+
+    async def check_writable(self) -> bool:
+        """True when a write would succeed now (readiness)."""
+
+    async def create_trackings(self, items: Sequence[NewTracking]) -> list[tuple[Tracking, bool]]:
+        """Insert all items in one durable transaction, in order.
+
+        Idempotent on (workspace, kind, remote_id): an existing row (active or
+        terminal) is returned with ``False`` and left untouched; a new row with
+        ``True``. Returns only after the commit is durable. Raises
+        StoreUnavailable (nothing written) when the store cannot write.
+        """
+
+    async def get_tracking(self, tracking_id: str) -> Tracking | None: ...
+
+    async def list_trackings(self, query: TrackingQuery) -> tuple[list[Tracking], str | None]:
+        """Newest first; returns (items, next_cursor or None)."""
+
+    async def load_active(self) -> list[Tracking]:
+        """Every tracking whose state is active (for resuming after a restart)."""
+
+    async def record_polls(self, updates: Sequence[PollUpdate]) -> None:
+        """Persist non-terminal poll results (and their status_changed events).
+
+        Updates for trackings that are no longer active are ignored. Batched
+        with other writes into one transaction; returns after the commit.
+        """
+
+    async def finish(self, items: Sequence[Finish]) -> list[bool]:
+        """Move trackings to terminal with their terminal events, atomically.
+
+        For each item: if the tracking is still active, set it terminal, append
+        the event and one pending delivery per destination, and return True;
+        if it is already terminal, write nothing and return False. Returns after
+        the commit.
+        """
+
+    async def events_after(self, after_seq: int, limit: int) -> list[EventRecord]: ...
+
+    async def last_event_seq(self) -> int: ...
+
+    async def claim_deliveries(
+        self, destination: str, now: float, limit: int, lease_s: float
+    ) -> list[Delivery]:
+        """Pending deliveries of one destination due at or before ``now``, oldest
+        first; each claimed one is pushed to ``now + lease_s`` so that a worker
+        that dies mid-attempt leaves it due again rather than lost."""
+
+    async def pending_destinations(self) -> list[str]:
+        """Destinations that have pending deliveries (configured or not)."""
+
+    async def mark_delivered(self, delivery_id: int, at: float, status: int) -> None: ...
+
+    async def mark_retry(
+        self,
+        delivery_id: int,
+        next_attempt_at: float,
+        status: int | None,
+        error: str,
+    ) -> None: ...
+
+    async def mark_dead(
+        self, delivery_id: int, at: float, status: int | None, error: str
+    ) -> None: ...
+
+    async def list_deliveries(
+        self, state: DeliveryState | None, limit: int, cursor: str | None
+    ) -> tuple[list[Delivery], str | None]: ...
+
+    async def get_delivery(self, delivery_id: int) -> Delivery | None: ...
+
+    async def redrive_delivery(self, delivery_id: int, now: float) -> Delivery | None:
+        """A dead delivery back to pending, due now; None if it is not dead."""
+
+    async def outbox_pending_counts(self) -> dict[str, int]:
+        """Pending deliveries per destination."""
+
+    async def prune(self, before: float, batch: int) -> int:
+        """Delete up to ``batch`` terminal trackings (terminal_at < before) whose
+        events are all delivered or dead, with those events and deliveries.
+        Returns how many trackings were deleted."""
