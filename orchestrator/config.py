@@ -133,7 +133,9 @@ class EventsConfig(_Section):
     callback_allowlist: list[str] = Field(default_factory=list)
     callback_secret_env: str = "ORCH_CALLBACK_SECRET"
     callback_max_age_s: float = Field(default=86400, gt=0)
-    retry_schedule_s: list[float] = Field(default_factory=lambda: [5.0, 30.0, 120.0, 600.0, 1800.0, 3600.0])
+    retry_schedule_s: list[float] = Field(
+        default_factory=lambda: [5.0, 30.0, 120.0, 600.0, 1800.0, 3600.0]
+    )
     delivery_timeout_s: float = Field(default=10, gt=0)
     retention_s: float = Field(default=7 * 86400, gt=0)
     prune_interval_s: float = Field(default=60, gt=0)
