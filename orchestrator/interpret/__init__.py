@@ -1,0 +1,26 @@
+"""Reading Moltaro: status bodies into verdicts, OpenAPI enums, intake extraction.
+
+Every function here is pure (no I/O, no clock), so each can be tested exhaustively.
+"""
+
+from orchestrator.interpret.enums import fallback_enums, resolve_enums
+from orchestrator.interpret.extract import (
+    extract_polling_url,
+    extract_remote_id,
+    polling_url_matches,
+)
+from orchestrator.interpret.interpreter import interpret
+from orchestrator.interpret.verdict import TERMINAL_PHASES, EnumMap, Phase, Verdict
+
+__all__ = [
+    "TERMINAL_PHASES",
+    "EnumMap",
+    "Phase",
+    "Verdict",
+    "extract_polling_url",
+    "extract_remote_id",
+    "fallback_enums",
+    "interpret",
+    "polling_url_matches",
+    "resolve_enums",
+]

@@ -1,0 +1,315 @@
+"""Enum values of a status route, read from the workspace's OpenAPI document.
+
+The installed document is the truth (CONTRACT §2): find the route by its shape,
+follow the GET 200 response schema through ``$ref`` and ``allOf``/``oneOf``/
+``anyOf`` into its properties, and pair each integer ``enum`` with its
+``x-enum-varnames``. Only the route's own schema is walked, so look-alike enums
+elsewhere in the document never leak in. The platform documentation's printed
+values are the fallback when no document can be had.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from orchestrator.errors import EnumResolutionError
+from orchestrator.interpret.verdict import EnumMap
+
+JOB_STATUSES = ("Queued", "Leased", "Completed", "Failed", "Cancelled")
+BUILD_STATUSES = ("Queued", "Running", "Succeeded", "Failed", "Cancelled")
+# FunctionRunStatus is not printed in the platform documentation: these names are
+# accepted on the wire, but its integers come only from the OpenAPI document.
+RUN_STATUSES = ("Running", "Success", "Failed", "Skipped", "Cancelled", "TimedOut")
+BUILD_KINDS = ("Build", "Check")
+KINDS = ("function_job", "net_operation_build", "workspace_ui_build")
+
+_FALLBACK: dict[str, dict[str, dict[int, str]]] = {
+    "function_job": {"status": dict(enumerate(JOB_STATUSES))},
+    "net_operation_build": {
+        "status": dict(enumerate(BUILD_STATUSES)),
+        "kind": {0: "Build", 1: "Check"},
+    },
+    "workspace_ui_build": {
+        "status": dict(enumerate(BUILD_STATUSES)),
+        "kind": {0: "Check", 1: "Build"},
+    },
+}
+
+_COMBINATORS = ("allOf", "oneOf", "anyOf")
+_NAME_KEYS = ("x-enum-varnames", "x-enumNames")
+_JSON_TYPES = ("application/json", "text/json")
+# Bounds on the walk: a generated document is a few levels deep; anything past
+# these is hostile or broken, and stopping early only loses enums, never raises.
+_MAX_DEPTH = 32
+_MAX_NODES = 20_000
+
+
+def fallback_enums(kind: str) -> EnumMap:
+    """The values printed in the platform documentation (no run status among them).
+
+    Raises ValueError for a kind that is not one of ``KINDS``.
+    """
+    try:
+        table = _FALLBACK[kind]
+    except KeyError:
+        raise ValueError(f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}") from None
+    return EnumMap(values={path: dict(m) for path, m in table.items()}, source="fallback")
+
+
+def resolve_enums(document: Any, route_template: str) -> EnumMap:
+    """Every integer enum of the route's GET 200 model, by lower-cased dotted path.
+
+    Raises EnumResolutionError when the document has no such route, the route has
+    no 200 schema, or no enum is found for ``status``.
+    """
+    if not isinstance(document, Mapping):
+        raise EnumResolutionError("OpenAPI document is not a JSON object")
+    item = _deref(document, _find_path(document, route_template))
+    operation = _get_ci(item, "get")
+    if not isinstance(operation, Mapping):
+        raise EnumResolutionError(f"OpenAPI document has no GET operation for {route_template}")
+    schema = _success_schema(document, operation)
+    if schema is None:
+        raise EnumResolutionError(
+            f"OpenAPI document has no 200 response schema for GET {route_template}"
+        )
+    walker = _Walker(document)
+    walker.collect(walker.strip_envelope(schema), "", frozenset(), 0)
+    if "status" not in walker.found:
+        raise EnumResolutionError(
+            f"OpenAPI schema of GET {route_template} has no enum with x-enum-varnames for Status"
+        )
+    return EnumMap(values=walker.found, source="openapi")
+
+
+def _find_path(document: Mapping[str, Any], route_template: str) -> Any:
+    paths = document.get("paths")
+    if not isinstance(paths, Mapping):
+        raise EnumResolutionError("OpenAPI document has no paths")
+    wanted = _segments(route_template)
+    prefixes = list(_base_paths(document))
+    # Literal segments compare exactly first; ASP.NET routes are case-insensitive,
+    # so a case-only difference is the second choice, never ahead of an exact one.
+    for fold in (False, True):
+        for key, item in paths.items():
+            if not isinstance(key, str):
+                continue
+            for prefix in prefixes:
+                if _same_shape(_segments(prefix + key), wanted, fold):
+                    return item
+    raise EnumResolutionError(f"OpenAPI document has no path matching {route_template}")
+
+
+def _base_paths(document: Mapping[str, Any]) -> Iterator[str]:
+    """The empty prefix, then any the document declares (Swagger 2 basePath, 3.x servers)."""
+    yield ""
+    base = document.get("basePath")
+    if isinstance(base, str) and base.strip("/"):
+        yield "/" + base.strip("/")
+    servers = document.get("servers")
+    if isinstance(servers, list):
+        for server in servers:
+            url = server.get("url") if isinstance(server, Mapping) else None
+            if isinstance(url, str):
+                try:
+                    path = urlsplit(url).path.strip("/")
+                except ValueError:
+                    continue
+                if path:
+                    yield "/" + path
+
+
+def _segments(path: str) -> list[str]:
+    return path.strip().rstrip("/").split("/")
+
+
+def _same_shape(have: list[str], want: list[str], fold: bool) -> bool:
+    if len(have) != len(want):
+        return False
+    for a, b in zip(have, want, strict=True):
+        if _is_param(a) and _is_param(b):
+            continue
+        if _is_param(a) or _is_param(b):
+            return False
+        if a != b and not (fold and a.lower() == b.lower()):
+            return False
+    return True
+
+
+def _is_param(segment: str) -> bool:
+    return len(segment) > 2 and segment.startswith("{") and segment.endswith("}")
+
+
+def _success_schema(document: Mapping[str, Any], operation: Mapping[str, Any]) -> Any:
+    responses = operation.get("responses")
+    if not isinstance(responses, Mapping):
+        return None
+    response: Any = None
+    for code in ("200", 200, "2XX", "2xx"):
+        response = responses.get(code)
+        if response is not None:
+            break
+    response = _deref(document, response)
+    if not isinstance(response, Mapping):
+        return None
+    if "schema" in response:  # Swagger 2
+        return response["schema"]
+    content = response.get("content")
+    if not isinstance(content, Mapping):
+        return None
+    media = _pick_media(content)
+    return media.get("schema") if media is not None else None
+
+
+def _pick_media(content: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    with_schema = [
+        (str(name).split(";")[0].strip().lower(), value)
+        for name, value in content.items()
+        if isinstance(value, Mapping) and value.get("schema") is not None
+    ]
+    for wanted in _JSON_TYPES:
+        for name, value in with_schema:
+            if name == wanted:
+                return value
+    return with_schema[0][1] if with_schema else None
+
+
+def _deref(document: Mapping[str, Any], node: Any) -> Any:
+    """Follow a chain of local ``$ref``s; None on a cycle or a reference that goes nowhere."""
+    seen: set[str] = set()
+    while isinstance(node, Mapping) and isinstance(node.get("$ref"), str):
+        ref = node["$ref"]
+        if ref in seen:
+            return None
+        seen.add(ref)
+        node = _pointer(document, ref)
+    return node
+
+
+def _pointer(document: Mapping[str, Any], ref: str) -> Any:
+    """The target of a local JSON pointer (``#/components/schemas/X``, ``#/definitions/X``)."""
+    if not ref.startswith("#/"):
+        return None  # external documents are never fetched
+    node: Any = document
+    for raw in ref[2:].split("/"):
+        token = unquote(raw).replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping):
+            node = node.get(token)
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return None
+    return node
+
+
+def _get_ci(node: Any, name: str) -> Any:
+    if not isinstance(node, Mapping):
+        return None
+    if name in node:
+        return node[name]
+    for key, value in node.items():
+        if isinstance(key, str) and key.lower() == name:
+            return value
+    return None
+
+
+class _Walker:
+    """Collects enums from one schema tree, guarded against cycles and blow-up."""
+
+    def __init__(self, document: Mapping[str, Any]) -> None:
+        self.document = document
+        self.found: dict[str, dict[int, str]] = {}
+        self.budget = _MAX_NODES
+
+    def resolve(
+        self, schema: Any, active: frozenset[str]
+    ) -> tuple[Mapping[str, Any] | None, frozenset[str]]:
+        """The schema behind a chain of refs, and the refs now being expanded.
+
+        ``active`` holds only the refs on the current path from the root, so one
+        enum schema shared by two properties is still read at both paths.
+        """
+        while isinstance(schema, Mapping) and isinstance(schema.get("$ref"), str):
+            ref = schema["$ref"]
+            if ref in active:
+                return None, active
+            active = active | {ref}
+            schema = _pointer(self.document, ref)
+        return (schema if isinstance(schema, Mapping) else None), active
+
+    def properties(self, schema: Any, active: frozenset[str], depth: int) -> dict[str, Any]:
+        """Property schemas by lower-cased name, merged through refs and combinators."""
+        node, active = self.resolve(schema, active)
+        merged: dict[str, Any] = {}
+        if node is None or depth > _MAX_DEPTH:
+            return merged
+        props = node.get("properties")
+        if isinstance(props, Mapping):
+            for name, sub in props.items():
+                if isinstance(name, str):
+                    merged.setdefault(name.lower(), sub)
+        for key in _COMBINATORS:
+            members = node.get(key)
+            if isinstance(members, list):
+                for member in members:
+                    for name, sub in self.properties(member, active, depth + 1).items():
+                        merged.setdefault(name, sub)
+        return merged
+
+    def strip_envelope(self, schema: Any) -> Any:
+        """The model inside a ``{Succeeded, Data}`` envelope, or the schema itself."""
+        props = self.properties(schema, frozenset(), 0)
+        if "status" not in props and "data" in props:
+            return props["data"]
+        return schema
+
+    def collect(self, schema: Any, path: str, active: frozenset[str], depth: int) -> None:
+        if self.budget <= 0 or depth > _MAX_DEPTH:
+            return
+        self.budget -= 1
+        node, active = self.resolve(schema, active)
+        if node is None:
+            return
+        values = _enum_values(node)
+        if values and path:
+            self.found.setdefault(path, values)
+        for key in _COMBINATORS:
+            members = node.get(key)
+            if isinstance(members, list):
+                for member in members:
+                    self.collect(member, path, active, depth + 1)
+        props = node.get("properties")
+        if isinstance(props, Mapping):
+            for name, sub in props.items():
+                if isinstance(name, str) and name:
+                    child = f"{path}.{name.lower()}" if path else name.lower()
+                    self.collect(sub, child, active, depth + 1)
+
+
+def _enum_values(node: Mapping[str, Any]) -> dict[int, str] | None:
+    raw = node.get("enum")
+    if not isinstance(raw, list) or not raw:
+        return None
+    names: Any = None
+    for key in _NAME_KEYS:
+        names = node.get(key)
+        if isinstance(names, list):
+            break
+    if not isinstance(names, list):
+        return None
+    # A nullable enum may list null among its values, with or without a name for it.
+    values = raw if len(raw) == len(names) else [v for v in raw if v is not None]
+    if len(values) != len(names):
+        return None
+    result: dict[int, str] = {}
+    for value, name in zip(values, names, strict=True):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            return None
+        if not isinstance(name, str) or not name.strip():
+            return None
+        result.setdefault(value, name.strip())
+    return result or None

@@ -1,0 +1,327 @@
+"""One Moltaro status body in, one Verdict out (CONTRACT §2, docs/moltaro-wire.md).
+
+A pure function of (kind, body, enum map): no I/O, no clock. It fails closed:
+anything it cannot read with certainty keeps the tracking polling (ANOMALY or
+INVALID), and a function job is reported succeeded only on the full evidence
+the platform promises for Completed.
+
+Anomaly reasons (bounded, used as a metric label):
+``unknown_kind``, ``not_an_object``, ``missing_status``, ``invalid_status`` and
+``uninterpretable`` (INVALID: not a status body); ``unknown_status``,
+``completed_without_evidence`` and ``run_status_unresolved`` (ANOMALY).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from orchestrator.clock import iso
+from orchestrator.interpret._read import (
+    as_bool,
+    as_int,
+    as_mapping,
+    as_number,
+    as_str,
+    as_text,
+    as_timestamp,
+    get_ci,
+    json_safe,
+    label,
+)
+from orchestrator.interpret.enums import (
+    BUILD_KINDS,
+    BUILD_STATUSES,
+    JOB_STATUSES,
+    KINDS,
+    RUN_STATUSES,
+)
+from orchestrator.interpret.verdict import EnumMap, Phase, Verdict
+
+_Outcome = Literal["ok", "unreadable", "unresolved", "unknown"]
+
+_BUILD_PHASES = {
+    "Queued": Phase.PENDING,
+    "Running": Phase.PENDING,
+    "Succeeded": Phase.SUCCEEDED,
+    "Failed": Phase.FAILED,
+    "Cancelled": Phase.CANCELLED,
+}
+_SUCCESS_RUN_STATUSES = frozenset({"Success", "Skipped"})
+
+
+def interpret(kind: str, body: Any, enums: EnumMap) -> Verdict:
+    """What a status body says, for a ``function_job`` or a build kind. Never raises."""
+    try:
+        return _interpret(kind, body, enums)
+    except Exception:
+        # A bug here must not take a poll loop down: the body is then simply not
+        # understood, which keeps the tracking polling and shows in the metrics.
+        return _invalid("uninterpretable", kind)
+
+
+def _interpret(kind: str, body: Any, enums: EnumMap) -> Verdict:
+    if kind not in KINDS:
+        return _invalid("unknown_kind", kind)
+    if not isinstance(body, Mapping):
+        return _invalid("not_an_object", kind)
+    model = body
+    if get_ci(body, "Status") is None:
+        data = as_mapping(get_ci(body, "Data"))
+        if data is not None:
+            model = data
+    raw = get_ci(model, "Status")
+    if raw is None:
+        return _invalid("missing_status", kind)
+    documented = JOB_STATUSES if kind == "function_job" else BUILD_STATUSES
+    status, outcome = _enum_name(raw, enums, "status", documented)
+    if outcome == "unreadable":
+        return _invalid("invalid_status", kind, raw_status=label(raw))
+    if outcome != "ok" or status is None:
+        return Verdict(
+            phase=Phase.ANOMALY,
+            remote_status=status,
+            fingerprint=_fingerprint(status, kind, "anomaly", label(raw)),
+            anomaly="unknown_status",
+            details={"kind": kind, "raw_status": label(raw), "enum_source": enums.source},
+        )
+    if kind == "function_job":
+        return _job(model, status, enums)
+    return _build(kind, model, status, enums)
+
+
+def _job(model: Mapping[str, Any], status: str, enums: EnumMap) -> Verdict:
+    run = as_mapping(get_ci(model, "Run"))
+    run_raw = get_ci(run, "Status")
+    run_status, run_outcome = (
+        _enum_name(run_raw, enums, "run.status", RUN_STATUSES)
+        if run_raw is not None
+        else (None, "unreadable")
+    )
+    attempt = as_int(get_ci(model, "CurrentAttempt"))
+    if attempt is None:
+        attempt = as_int(get_ci(run, "Attempt"))
+    can_cancel = as_bool(get_ci(model, "CanCancel"))
+    next_run_raw = get_ci(model, "NextRunAt")
+    next_run_at = as_timestamp(next_run_raw)
+    details: dict[str, Any] = {"kind": "function_job", "enum_source": enums.source}
+    if run_status is not None:
+        details["run_status"] = run_status
+
+    phase = Phase.PENDING
+    anomaly: str | None = None
+    result: dict[str, Any] | None = None
+    if status == "Completed":
+        missing = _missing_evidence(run, run_status, run_outcome)
+        if run_outcome == "unresolved":
+            phase, anomaly = Phase.ANOMALY, "run_status_unresolved"
+            details["raw_run_status"] = label(run_raw)
+        elif missing:
+            phase, anomaly = Phase.ANOMALY, "completed_without_evidence"
+        else:
+            phase = Phase.SUCCEEDED
+            result = {
+                "remote_status": status,
+                "run_id": _id(get_ci(run, "RunId")),
+                "run_status": run_status,
+                "attempt": attempt,
+                "result_summary": as_str(get_ci(run, "ResultSummary")),
+                "result_data": json_safe(get_ci(run, "ResultData")),
+                "duration_ms": as_number(get_ci(run, "DurationMs")),
+                "completed_at": iso(as_timestamp(get_ci(run, "CompletedAt"))),
+            }
+        if missing:
+            details["missing_evidence"] = missing
+    elif status == "Failed":
+        phase = Phase.FAILED
+        result = {
+            "remote_status": status,
+            "last_error": _text_or_none(get_ci(model, "LastError")),
+            "error_summary": _text_or_none(get_ci(run, "ErrorSummary")),
+            "run_status": run_status,
+            "attempt": attempt,
+            "will_retry": as_bool(get_ci(model, "WillRetry")),
+        }
+    elif status == "Cancelled":
+        phase = Phase.CANCELLED
+        result = {
+            "remote_status": status,
+            "cancellation_reason_code": as_str(get_ci(model, "CancellationReasonCode")),
+            "last_error": _text_or_none(get_ci(model, "LastError")),
+            "attempt": attempt,
+        }
+
+    fingerprint = _fingerprint(
+        status,
+        "function_job",
+        phase.value,
+        anomaly or "",
+        label(attempt),
+        label(_id(get_ci(run, "RunId"))),
+        run_status or label(run_raw),
+        label(next_run_at) if next_run_at is not None else label(next_run_raw),
+        _folded(get_ci(model, "RetryStopState")),
+        label(as_bool(get_ci(model, "WillRetry"))),
+        label(can_cancel),
+        label(as_str(get_ci(model, "CancellationReasonCode"))),
+    )
+    return Verdict(
+        phase=phase,
+        remote_status=status,
+        fingerprint=fingerprint,
+        next_run_at=next_run_at if status == "Queued" else None,
+        can_cancel=can_cancel,
+        result=result,
+        anomaly=anomaly,
+        details=details,
+    )
+
+
+def _missing_evidence(
+    run: Mapping[str, Any] | None, run_status: str | None, run_outcome: _Outcome
+) -> list[str]:
+    """What a Completed job lacks of its success evidence (empty when it is all there)."""
+    if run is None:
+        return ["run"]
+    missing = []
+    if run_outcome != "ok" or run_status not in _SUCCESS_RUN_STATUSES:
+        missing.append("run.status")
+    if as_timestamp(get_ci(run, "CompletedAt")) is None:
+        missing.append("run.completed_at")
+    duration = as_number(get_ci(run, "DurationMs"))
+    if duration is None or duration < 0:
+        missing.append("run.duration_ms")
+    if as_text(get_ci(run, "ResultSummary")) is None:
+        missing.append("run.result_summary")
+    return missing
+
+
+def _build(kind: str, model: Mapping[str, Any], status: str, enums: EnumMap) -> Verdict:
+    kind_raw = get_ci(model, "Kind")
+    build_kind, _ = (
+        _enum_name(kind_raw, enums, "kind", BUILD_KINDS)
+        if kind_raw is not None
+        else (None, "unreadable")
+    )
+    if build_kind not in BUILD_KINDS:
+        build_kind = None
+    phase = _BUILD_PHASES[status]
+    artifact_id = _id(get_ci(model, "ArtifactId"))
+    failure = _failure(get_ci(model, "Failure"))
+    details: dict[str, Any] = {"kind": kind, "build_kind": build_kind, "enum_source": enums.source}
+    if build_kind is None and kind_raw is not None:
+        details["raw_build_kind"] = label(kind_raw)
+
+    result: dict[str, Any] | None = None
+    if phase is not Phase.PENDING:
+        result = {"remote_status": status, "build_kind": build_kind, "artifact_id": artifact_id}
+        if phase is not Phase.SUCCEEDED:
+            result["error_summary"] = _text_or_none(get_ci(model, "ErrorSummary"))
+        if phase is Phase.FAILED:
+            result["failure"] = failure
+            if failure is not None:
+                details["reason_code"] = failure["reason_code"]
+
+    fingerprint = _fingerprint(
+        status,
+        kind,
+        phase.value,
+        build_kind or label(kind_raw),
+        label(artifact_id),
+        label(failure["reason_code"]) if failure else "",
+    )
+    return Verdict(
+        phase=phase,
+        remote_status=status,
+        fingerprint=fingerprint,
+        result=result,
+        details=details,
+    )
+
+
+def _failure(raw: Any) -> dict[str, Any] | None:
+    """The build Failure object, normalized; its ReasonCode is what callers branch on."""
+    failure = as_mapping(raw)
+    if failure is None:
+        return None
+    return {
+        "reason_code": as_str(get_ci(failure, "ReasonCode")),
+        "category": as_str(get_ci(failure, "Category")),
+        "retryable": as_bool(get_ci(failure, "Retryable")),
+        "sql_state": _sql_state(get_ci(failure, "SqlState")),
+        "safe_target": as_str(get_ci(failure, "SafeTarget")),
+        "remediation_code": as_str(get_ci(failure, "RemediationCode")),
+        "summary": as_str(get_ci(failure, "Summary")),
+    }
+
+
+def _sql_state(raw: Any) -> str | None:
+    """A PostgreSQL SQLSTATE: five digits or upper-case letters (53100 may arrive as a number)."""
+    if isinstance(raw, int) and not isinstance(raw, bool) and 0 <= raw <= 99999:
+        return f"{raw:05d}"
+    if isinstance(raw, str):
+        text = raw.strip().upper()
+        if len(text) == 5 and text.isascii() and text.isalnum():
+            return text
+    return None
+
+
+def _enum_name(
+    raw: Any, enums: EnumMap, path: str, documented: tuple[str, ...]
+) -> tuple[str | None, _Outcome]:
+    """The documented name of an enum value given as an integer or as a name.
+
+    Returns the name (or the unknown name as received) and how the reading went.
+    """
+    number = as_int(raw)
+    if number is not None:
+        mapped = enums.values.get(path, {}).get(number)
+        if mapped is None:
+            return None, "unresolved"
+        name = _canonical(mapped, documented)
+        return (name, "ok") if name is not None else (mapped, "unknown")
+    if isinstance(raw, str) and raw.strip():
+        name = _canonical(raw, documented)
+        return (name, "ok") if name is not None else (label(raw.strip()), "unknown")
+    return None, "unreadable"
+
+
+def _canonical(name: str, documented: tuple[str, ...]) -> str | None:
+    folded = name.strip().casefold()
+    for candidate in documented:
+        if candidate.casefold() == folded:
+            return candidate
+    return None
+
+
+def _id(raw: Any) -> str | None:
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        number = as_int(raw)
+        return str(number) if number is not None else None
+    return None
+
+
+def _text_or_none(raw: Any) -> str | None:
+    return raw if isinstance(raw, str) else None
+
+
+def _folded(raw: Any) -> str:
+    return label(raw).casefold() if isinstance(raw, str) else label(raw)
+
+
+def _fingerprint(status: str | None, *parts: str) -> str:
+    digest = hashlib.blake2b(digest_size=8)
+    digest.update("\x1f".join((status or "", *parts)).encode("utf-8", "backslashreplace"))
+    return f"{status or '?'}:{digest.hexdigest()}"
+
+
+def _invalid(reason: str, kind: str, **details: Any) -> Verdict:
+    return Verdict(
+        phase=Phase.INVALID,
+        fingerprint=_fingerprint(None, "invalid", reason),
+        anomaly=reason,
+        details={"kind": label(kind), **details},
+    )
