@@ -20,6 +20,14 @@ class EventBus:
         event, self._event = self._event, asyncio.Event()
         event.set()
 
+    def waiter(self) -> asyncio.Event:
+        """The event the next ``publish()`` sets.
+
+        Take it *before* reading the store and wait on it afterwards: a publish
+        that lands during the read is then never missed.
+        """
+        return self._event
+
     async def wait(self, wait_s: float) -> bool:
         """True when woken by a publish, False after wait_s."""
         event = self._event

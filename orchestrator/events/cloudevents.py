@@ -1,0 +1,71 @@
+"""Building the CloudEvents 1.0 events we emit (structured JSON mode).
+
+An event is serialized exactly once, here: the bytes go into the outbox and
+every delivery attempt, feed page and SSE message carries them unchanged, so a
+receiver sees one id and one body however often it is redelivered.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import orjson
+
+from orchestrator.clock import iso
+from orchestrator.config import EventsConfig
+from orchestrator.resource import tracking_resource
+from orchestrator.store.base import NewEvent, Tracking
+
+TYPE_PREFIX = "com.moltaro.orchestrator.tracking."
+STATUS_CHANGED = TYPE_PREFIX + "status_changed"
+CALLBACK = "callback"
+
+
+def sink_destination(name: str) -> str:
+    return f"sink:{name}"
+
+
+def event_type(outcome: str) -> str:
+    return TYPE_PREFIX + outcome
+
+
+class EventFactory:
+    """Turns a tracking, as it is at the moment of the event, into a NewEvent."""
+
+    def __init__(self, events: EventsConfig) -> None:
+        self._sinks = [sink_destination(s.name) for s in events.sinks]
+
+    def terminal(self, tracking: Tracking, now: float) -> NewEvent:
+        """The one terminal event; ``tracking`` must already carry its outcome."""
+        if tracking.outcome is None:
+            raise ValueError(f"tracking {tracking.tracking_id} has no outcome")
+        return self._build(tracking, event_type(tracking.outcome), now)
+
+    def status_changed(self, tracking: Tracking, now: float) -> NewEvent:
+        return self._build(tracking, STATUS_CHANGED, now)
+
+    def _build(self, tracking: Tracking, type_: str, now: float) -> NewEvent:
+        event_id = str(uuid.uuid4())
+        body: dict[str, Any] = {
+            "specversion": "1.0",
+            "id": event_id,
+            "source": f"urn:moltaro-orchestrator:{tracking.workspace}",
+            "type": type_,
+            "subject": tracking.tracking_id,
+            "time": iso(now),
+            "datacontenttype": "application/json",
+            "data": tracking_resource(tracking),
+        }
+        destinations = list(self._sinks)
+        if tracking.callback_url:
+            destinations.append(CALLBACK)
+        return NewEvent(
+            event_id=event_id,
+            tracking_id=tracking.tracking_id,
+            type=type_,
+            time=now,
+            payload=orjson.dumps(body),
+            destinations=destinations,
+            callback_url=tracking.callback_url,
+        )

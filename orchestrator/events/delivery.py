@@ -1,0 +1,341 @@
+"""Delivery workers: the outbox drained to sinks and callbacks over HTTP.
+
+One worker per destination (each configured sink, and ``callback`` for every
+per-tracking callback URL) claims due deliveries with a lease, runs up to
+``max_in_flight`` attempts at once and records each result. A worker sleeps
+until the event bus says new events were committed, one of its own retries
+falls due, or a short re-check interval passes (which picks up a backlog left
+by a previous process or an expired lease). The lease means a process that
+dies mid-attempt leaves the delivery due again, never lost: at-least-once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import logging
+import os
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from orchestrator.clock import Clock
+from orchestrator.config import EventsConfig
+from orchestrator.errors import ConfigError, StoreUnavailable
+from orchestrator.events.bus import EventBus
+from orchestrator.events.cloudevents import CALLBACK, sink_destination
+from orchestrator.events.policy import Decision, RetryPolicy
+from orchestrator.events.signing import secret_key, webhook_headers
+from orchestrator.metrics import DELIVERY_RESULTS, Metrics
+from orchestrator.store.base import Delivery, Store
+
+log = logging.getLogger(__name__)
+
+CONTENT_TYPE = "application/cloudevents+json"
+USER_AGENT = "moltaro-orchestrator"
+# Callbacks have no configuration of their own; this bounds one slow host's share.
+CALLBACK_MAX_IN_FLIGHT = 32
+# A claimed delivery stays invisible to other claims for the attempt's timeout
+# plus this margin, after which a crashed attempt is due again.
+LEASE_MARGIN_S = 30.0
+RECHECK_S = 2.0
+PENDING_REFRESH_S = 2.0
+STORE_BACKOFF_S = 1.0
+
+
+@dataclass(eq=False)
+class _Destination:
+    key: str  # "sink:<name>" or "callback", as stored
+    label: str  # the metric label: the sink's name or "callback", never a URL or id
+    url: str | None  # None for callbacks (per delivery) and for sinks no longer configured
+    max_in_flight: int
+    policy: RetryPolicy
+    secret: bytes | None
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    due: list[float] = field(default_factory=list)  # heap of retry times we scheduled
+
+
+class DeliveryService:
+    def __init__(
+        self,
+        store: Store,
+        events: EventsConfig,
+        metrics: Metrics,
+        clock: Clock,
+        bus: EventBus,
+        session: aiohttp.ClientSession | None = None,
+        secrets: Mapping[str, str] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._store = store
+        self._events = events
+        self._metrics = metrics
+        self._clock = clock
+        self._bus = bus
+        self._session = session
+        self._rng = rng or random.Random()
+        self._timeout = aiohttp.ClientTimeout(total=events.delivery_timeout_s)
+        self._lease_s = events.delivery_timeout_s + LEASE_MARGIN_S
+        self._stopping = asyncio.Event()
+        self._grace_s = events.delivery_timeout_s
+        self._tg: asyncio.TaskGroup | None = None
+        self._side_tasks: list[asyncio.Task[None]] = []
+        self._dests: dict[str, _Destination] = {}
+        for sink in events.sinks:
+            env = sink.secret_env
+            raw = secrets.get(sink_destination(sink.name)) if secrets is not None else None
+            if secrets is None and env:
+                raw = os.environ.get(env)
+            self._add(
+                sink_destination(sink.name),
+                sink.name,
+                sink.url,
+                sink.max_in_flight,
+                sink.max_age_s,
+                _key(raw, env or sink_destination(sink.name), sink.name),
+            )
+        env = events.callback_secret_env
+        raw = secrets.get(CALLBACK) if secrets is not None else os.environ.get(env)
+        self._add(
+            CALLBACK,
+            CALLBACK,
+            None,
+            CALLBACK_MAX_IN_FLIGHT,
+            events.callback_max_age_s,
+            _key(raw, env, CALLBACK),
+        )
+
+    def _add(
+        self,
+        key: str,
+        label: str,
+        url: str | None,
+        max_in_flight: int,
+        max_age_s: float,
+        secret: bytes | None,
+    ) -> _Destination:
+        policy = RetryPolicy(self._events.retry_schedule_s, max_age_s, self._rng)
+        dest = _Destination(key, label, url, max_in_flight, policy, secret)
+        self._dests[key] = dest
+        self._metrics.event_outbox_pending.labels(sink=label)
+        self._metrics.event_delivery_latency_seconds.labels(sink=label)
+        for result in DELIVERY_RESULTS:
+            self._metrics.event_deliveries_total.labels(sink=label, result=result)
+        return dest
+
+    async def run(self) -> None:
+        """Deliver until ``stop()``; an unexpected error in a worker ends run()
+        with it (in an ExceptionGroup) after logging it."""
+        own_session = self._session is None
+        if self._session is None:
+            limit = sum(d.max_in_flight for d in self._dests.values())
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=limit), trust_env=False
+            )
+        try:
+            async with asyncio.TaskGroup() as tg:
+                self._tg = tg
+                self._side_tasks = [
+                    tg.create_task(self._watch_bus(), name="deliveries:bus"),
+                    tg.create_task(self._refresh_loop(), name="deliveries:pending"),
+                ]
+                for dest in list(self._dests.values()):
+                    self._spawn(dest)
+        finally:
+            self._tg = None
+            if own_session:
+                await self._session.close()
+                self._session = None
+
+    def stop(self, grace_s: float | None = None) -> None:
+        """Stop claiming; run() returns once in-flight attempts end or after
+        ``grace_s`` (default: one attempt timeout), cancelling the stragglers,
+        whose leases make them due again on the next start."""
+        if grace_s is not None:
+            self._grace_s = grace_s
+        self._stopping.set()
+        for task in self._side_tasks:
+            task.cancel()
+        for dest in self._dests.values():
+            dest.wake.set()
+
+    def _spawn(self, dest: _Destination) -> None:
+        if self._tg is not None and not self._stopping.is_set():
+            self._tg.create_task(self._work(dest), name=f"deliveries:{dest.key}")
+
+    async def _watch_bus(self) -> None:
+        while True:
+            # Nothing awaits between two wait() calls, so no publish is missed.
+            if await self._bus.wait(60.0):
+                for dest in self._dests.values():
+                    dest.wake.set()
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            await self._refresh_pending()
+            await asyncio.sleep(PENDING_REFRESH_S)
+
+    async def _refresh_pending(self) -> None:
+        try:
+            counts = await self._store.outbox_pending_counts()
+        except StoreUnavailable as exc:
+            log.warning("outbox counts unavailable: %s", exc)
+            return
+        for key in counts:
+            if key not in self._dests:
+                # Pending rows for a sink removed from the configuration: drained
+                # to dead so that they are visible and can be re-driven.
+                label = key.removeprefix("sink:")
+                events = self._events
+                self._spawn(self._add(key, label, None, 1, events.callback_max_age_s, None))
+        for dest in self._dests.values():
+            self._metrics.event_outbox_pending.labels(sink=dest.label).set(counts.get(dest.key, 0))
+
+    async def _work(self, dest: _Destination) -> None:
+        in_flight: set[asyncio.Task[None]] = set()
+
+        def done(task: asyncio.Task[None]) -> None:
+            in_flight.discard(task)
+            dest.wake.set()
+
+        try:
+            async with asyncio.TaskGroup() as attempts:
+                while not self._stopping.is_set():
+                    dest.wake.clear()
+                    free = dest.max_in_flight - len(in_flight)
+                    if free > 0:
+                        now = self._clock.now()
+                        while dest.due and dest.due[0] <= now:
+                            heapq.heappop(dest.due)
+                        try:
+                            claimed = await self._store.claim_deliveries(
+                                dest.key, now, free, self._lease_s
+                            )
+                        except StoreUnavailable as exc:
+                            log.warning("deliveries to %s: store unavailable: %s", dest.label, exc)
+                            await self._pause(STORE_BACKOFF_S)
+                            continue
+                        for delivery in claimed:
+                            name = f"delivery:{dest.key}:{delivery.delivery_id}"
+                            task = attempts.create_task(self._attempt(dest, delivery), name=name)
+                            in_flight.add(task)
+                            task.add_done_callback(done)
+                        if claimed and len(claimed) == free:
+                            continue
+                    await self._sleep(dest)
+                await self._drain(dest, in_flight)
+        except Exception:
+            log.exception("delivery worker for %s failed", dest.label)
+            raise
+
+    async def _sleep(self, dest: _Destination) -> None:
+        timeout = RECHECK_S
+        if dest.due:
+            timeout = min(timeout, max(dest.due[0] - self._clock.now(), 0.0))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(dest.wake.wait(), timeout)
+
+    async def _pause(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    async def _drain(self, dest: _Destination, in_flight: set[asyncio.Task[None]]) -> None:
+        if not in_flight:
+            return
+        _, pending = await asyncio.wait(set(in_flight), timeout=self._grace_s)
+        if pending:
+            log.warning(
+                "deliveries to %s: %d attempts still running at shutdown were cancelled;"
+                " they are due again after their lease",
+                dest.label,
+                len(pending),
+            )
+            for task in pending:
+                task.cancel()
+
+    async def _attempt(self, dest: _Destination, delivery: Delivery) -> None:
+        try:
+            decision = await self._send(dest, delivery)
+            await self._record(dest, delivery, decision)
+        except StoreUnavailable as exc:
+            log.warning(
+                "delivery %d: result not recorded (%s); it is due again after its lease",
+                delivery.delivery_id,
+                exc,
+            )
+
+    async def _send(self, dest: _Destination, delivery: Delivery) -> Decision:
+        url = delivery.url if dest.key == CALLBACK else dest.url
+        attempt = delivery.attempts + 1
+        if not url:
+            return Decision("dead", error="destination is not configured")
+        assert self._session is not None
+        body = delivery.payload
+        headers = {"Content-Type": CONTENT_TYPE, "User-Agent": USER_AGENT}
+        if dest.secret is not None:
+            # Signed per attempt: the timestamp is fresh, the id and body never change.
+            stamp = int(self._clock.now())
+            headers.update(webhook_headers(dest.secret, delivery.event_id, stamp, body))
+        try:
+            async with self._session.post(
+                url, data=body, headers=headers, allow_redirects=False, timeout=self._timeout
+            ) as resp:
+                status, retry_after = resp.status, resp.headers.get("Retry-After")
+        except TimeoutError:
+            error = f"timeout after {self._events.delivery_timeout_s:g} s"
+        except aiohttp.ClientError as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        else:
+            now = self._clock.now()
+            return dest.policy.after_response(
+                status, retry_after, attempt, delivery.event_time, now
+            )
+        return dest.policy.after_error(error, attempt, delivery.event_time, self._clock.now())
+
+    async def _record(self, dest: _Destination, delivery: Delivery, decision: Decision) -> None:
+        now = self._clock.now()
+        counter = self._metrics.event_deliveries_total.labels(
+            sink=dest.label, result=decision.result
+        )
+        if decision.result == "delivered":
+            assert decision.status is not None
+            await self._store.mark_delivered(delivery.delivery_id, now, decision.status)
+            self._metrics.event_delivery_latency_seconds.labels(sink=dest.label).observe(
+                max(0.0, now - delivery.event_time)
+            )
+        elif decision.result == "dead":
+            await self._store.mark_dead(
+                delivery.delivery_id, now, decision.status, decision.error or ""
+            )
+            log.warning(
+                "delivery %d of event %s to %s is dead: %s",
+                delivery.delivery_id,
+                delivery.event_id,
+                dest.label,
+                decision.error,
+            )
+        else:
+            assert decision.next_attempt_at is not None
+            await self._store.mark_retry(
+                delivery.delivery_id,
+                decision.next_attempt_at,
+                decision.status,
+                decision.error or "",
+            )
+            heapq.heappush(dest.due, decision.next_attempt_at)
+        counter.inc()
+
+
+def _key(raw: str | None, source: str, label: str) -> bytes | None:
+    if not raw:
+        return None
+    try:
+        key = secret_key(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    if key is None:
+        log.warning("%s: the secret for %s is not a whsec_ secret; sending unsigned", source, label)
+    return key

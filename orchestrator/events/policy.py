@@ -1,0 +1,106 @@
+"""What happens after one delivery attempt: delivered, retry when, or dead.
+
+Pure functions of the attempt's result and the time, so that every rule of the
+contract (2xx, 410, 429/503 with Retry-After, the jittered schedule, max age)
+is tested without a network.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Literal
+
+JITTER = 0.2
+
+Result = Literal["delivered", "retry", "dead"]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    result: Result
+    next_attempt_at: float | None = None
+    error: str | None = None
+    status: int | None = None  # the HTTP status of the attempt, when there was one
+
+
+def parse_retry_after(value: str | None, now: float) -> float | None:
+    """Seconds to wait from ``now``: delta-seconds or an HTTP date (RFC 9110).
+
+    None when absent or unreadable, so that the schedule applies instead.
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - now)
+
+
+class RetryPolicy:
+    def __init__(
+        self,
+        schedule_s: Sequence[float],
+        max_age_s: float,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not schedule_s:
+            raise ValueError("retry schedule must not be empty")
+        self._schedule = list(schedule_s)
+        self._max_age_s = max_age_s
+        self._rng = rng or random.Random()
+
+    def delay(self, attempt: int) -> float:
+        """Delay after the ``attempt``-th failed attempt (1-based), jittered ±20 %."""
+        base = self._schedule[min(max(attempt, 1), len(self._schedule)) - 1]
+        return base * self._rng.uniform(1 - JITTER, 1 + JITTER)
+
+    def after_response(
+        self,
+        status: int,
+        retry_after: str | None,
+        attempt: int,
+        event_time: float,
+        now: float,
+    ) -> Decision:
+        if 200 <= status < 300:
+            return Decision("delivered", status=status)
+        if status == 410:
+            return Decision("dead", error="HTTP 410: the receiver asked us to stop", status=410)
+        error = f"HTTP {status}"
+        if 300 <= status < 400:
+            error += " (redirects are not followed)"
+        wait = None
+        if status in (429, 503):
+            wait = parse_retry_after(retry_after, now)
+            if wait is not None:
+                error += f" (Retry-After {math.ceil(wait)} s)"
+        return self._retry(error, attempt, event_time, now, wait, status)
+
+    def after_error(self, error: str, attempt: int, event_time: float, now: float) -> Decision:
+        return self._retry(error, attempt, event_time, now, None, None)
+
+    def _retry(
+        self,
+        error: str,
+        attempt: int,
+        event_time: float,
+        now: float,
+        wait: float | None,
+        status: int | None,
+    ) -> Decision:
+        # Retry-After is a floor set by the receiver: never jittered below it.
+        next_at = now + (wait if wait is not None else self.delay(attempt))
+        if next_at - event_time > self._max_age_s:
+            error = f"{error}; gave up after {attempt} attempts (max age)"
+            return Decision("dead", error=error, status=status)
+        return Decision("retry", next_attempt_at=next_at, error=error, status=status)
