@@ -95,7 +95,9 @@ def as_timestamp(value: Any) -> float | None:
 def label(value: Any) -> str:
     """A short printable rendering of an unexpected value, for details and fingerprints."""
     if isinstance(value, str):
-        return value[:_LABEL_MAX]
+        # Lone surrogates (which a lenient JSON parser lets through) would make the
+        # label unencodable later; they become "?".
+        return value[:_LABEL_MAX].encode("utf-8", "replace").decode("utf-8")
     if isinstance(value, bool) or value is None:
         return str(value).lower()
     if isinstance(value, int):
