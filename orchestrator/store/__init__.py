@@ -1,0 +1,65 @@
+"""Durable state: trackings, the event log and the delivery outbox, behind ``Store``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orchestrator.store._paging import MAX_PAGE, InvalidCursor
+from orchestrator.store.base import (
+    Delivery,
+    DeliveryState,
+    EventRecord,
+    Finish,
+    NewEvent,
+    NewTracking,
+    Outcome,
+    PollUpdate,
+    Store,
+    Tracking,
+    TrackingQuery,
+    TrackingState,
+)
+from orchestrator.store.memory import MemoryStore
+from orchestrator.store.sqlite import SqliteStore
+
+__all__ = [
+    "MAX_PAGE",
+    "Delivery",
+    "DeliveryState",
+    "EventRecord",
+    "Finish",
+    "InvalidCursor",
+    "MemoryStore",
+    "NewEvent",
+    "NewTracking",
+    "Outcome",
+    "PollUpdate",
+    "SqliteStore",
+    "Store",
+    "Tracking",
+    "TrackingQuery",
+    "TrackingState",
+    "open_store",
+]
+
+
+async def open_store(
+    path: str | Path,
+    *,
+    commit_interval_s: float = 0.005,
+    max_batch: int = 2000,
+    synchronous: str = "FULL",
+) -> Store:
+    """An opened store: SQLite at ``path``, or a MemoryStore when ``path`` is ``":memory:"``."""
+    store: Store
+    if str(path) == ":memory:":
+        store = MemoryStore()
+    else:
+        store = SqliteStore(
+            path,
+            commit_interval_s=commit_interval_s,
+            max_batch=max_batch,
+            synchronous=synchronous,
+        )
+    await store.open()
+    return store

@@ -1,0 +1,136 @@
+"""The SQLite store's writes, as plain functions of a connection.
+
+Each runs on the writer thread inside a group-commit transaction, under its own
+savepoint (see ``_writer.py``); none of them commits.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Sequence
+
+from orchestrator.store import _rows, queries
+from orchestrator.store.base import Delivery, Finish, NewEvent, NewTracking, PollUpdate, Tracking
+
+
+def create_trackings(
+    conn: sqlite3.Connection, items: Sequence[NewTracking]
+) -> list[tuple[Tracking, bool]]:
+    out: list[tuple[Tracking, bool]] = []
+    for item in items:
+        # One statement per item (not executemany) because each answer needs its own rowcount;
+        # a duplicate earlier in the same call is already visible to the lookup below.
+        if conn.execute(queries.INSERT_TRACKING, _rows.insert_tracking_params(item)).rowcount:
+            if item.labels:
+                conn.executemany(
+                    queries.INSERT_LABEL,
+                    [(item.tracking_id, k, v) for k, v in item.labels.items()],
+                )
+            out.append((_rows.new_tracking(item), True))
+        else:
+            row = conn.execute(
+                queries.TRACKING_BY_REMOTE, (item.workspace, item.kind, item.remote_id)
+            ).fetchone()
+            out.append((_rows.tracking(row), False))
+    return out
+
+
+def record_polls(conn: sqlite3.Connection, updates: Sequence[PollUpdate]) -> None:
+    plain: list[tuple[object, ...]] = []
+    for update in updates:
+        changed = update.remote_changed
+        params = (
+            update.polls,
+            update.last_polled_at,
+            update.next_poll_at,
+            _rows.dump(update.last_error),
+            changed,
+            update.remote_status if changed else None,
+            _rows.dump(update.remote) if changed else None,
+            update.tracking_id,
+        )
+        if update.event is None:
+            plain.append(params)
+            continue
+        # An update carrying an event needs to know whether the row was still active; the
+        # plain ones before it are flushed first so that updates apply in the order given.
+        if plain:
+            conn.executemany(queries.RECORD_POLL, plain)
+            plain = []
+        if conn.execute(queries.RECORD_POLL, params).rowcount:
+            append_event(conn, update.event)
+    if plain:
+        conn.executemany(queries.RECORD_POLL, plain)
+
+
+def finish(conn: sqlite3.Connection, items: Sequence[Finish]) -> list[bool]:
+    out: list[bool] = []
+    for item in items:
+        params = {
+            "tracking_id": item.tracking_id,
+            "outcome": item.outcome,
+            "terminal_at": item.terminal_at,
+            "result": _rows.dump(item.result),
+            "polls": item.polls,
+            "last_polled_at": item.last_polled_at,
+            "last_error": _rows.dump(item.last_error),
+            "remote_changed": item.remote_changed,
+            "remote_status": item.remote_status if item.remote_changed else None,
+            "remote": _rows.dump(item.remote) if item.remote_changed else None,
+        }
+        moved = conn.execute(queries.FINISH_TRACKING, params).rowcount == 1
+        if moved:
+            append_event(conn, item.event)
+        out.append(moved)
+    return out
+
+
+def append_event(conn: sqlite3.Connection, event: NewEvent) -> int:
+    cursor = conn.execute(
+        queries.INSERT_EVENT,
+        (event.event_id, event.tracking_id, event.type, event.time, event.payload),
+    )
+    seq = cursor.lastrowid
+    assert seq is not None
+    conn.executemany(
+        queries.INSERT_DELIVERY,
+        [
+            (seq, dest, event.callback_url if dest == "callback" else None, event.time, event.time)
+            for dest in dict.fromkeys(event.destinations)
+        ],
+    )
+    return seq
+
+
+def claim_deliveries(
+    conn: sqlite3.Connection, destination: str, now: float, limit: int, lease_s: float
+) -> list[Delivery]:
+    rows = conn.execute(queries.DUE_DELIVERIES, (destination, now, max(0, limit))).fetchall()
+    claimed = [_rows.delivery(row) for row in rows]
+    for item in claimed:
+        item.next_attempt_at = now + lease_s
+    conn.executemany(
+        queries.LEASE_DELIVERY, [(item.next_attempt_at, item.delivery_id) for item in claimed]
+    )
+    return claimed
+
+
+def update_delivery(conn: sqlite3.Connection, sql: str, params: tuple[object, ...]) -> None:
+    conn.execute(sql, params)
+
+
+def redrive_delivery(conn: sqlite3.Connection, delivery_id: int, now: float) -> Delivery | None:
+    if not conn.execute(queries.REDRIVE_DELIVERY, (now, delivery_id)).rowcount:
+        return None
+    return _rows.delivery(conn.execute(queries.DELIVERY_BY_ID, (delivery_id,)).fetchone())
+
+
+def prune(conn: sqlite3.Connection, before: float, batch: int) -> int:
+    ids = conn.execute(queries.PRUNABLE_TRACKINGS, (before, max(0, batch))).fetchall()
+    conn.executemany(queries.DELETE_TRACKING, ids)
+    return len(ids)
+
+
+def probe(conn: sqlite3.Connection) -> None:
+    conn.execute(queries.PROBE_WRITE, (time.time(),))

@@ -1,0 +1,166 @@
+"""Every SQL statement of the SQLite store, by name (the schema is in ``migrations/``)."""
+
+from __future__ import annotations
+
+TRACKING_COLUMNS = (
+    "tracking_id, workspace, kind, remote_id, state, outcome, remote_status, remote, result,"
+    " polls, last_polled_at, next_poll_at, last_error, deadline_at, created_at, terminal_at,"
+    " labels, correlation_id, callback_url, notify"
+)
+DELIVERY_COLUMNS = (
+    "d.delivery_id, d.event_seq, e.event_id, d.destination, d.url, d.state, d.attempts,"
+    " d.next_attempt_at, d.created_at, e.time, e.payload, d.last_status, d.last_error,"
+    " d.delivered_at"
+)
+EVENT_COLUMNS = "seq, event_id, tracking_id, type, time, payload"
+
+# -- schema bookkeeping ---------------------------------------------------------------------
+
+CREATE_SCHEMA_VERSION = (
+    "CREATE TABLE IF NOT EXISTS schema_version"
+    " (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+)
+SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM schema_version"
+RECORD_MIGRATION = "INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)"
+PROBE_WRITE = "UPDATE store_probe SET at = ? WHERE id = 1"
+
+# -- trackings ------------------------------------------------------------------------------
+
+INSERT_TRACKING = (
+    "INSERT INTO trackings (tracking_id, workspace, kind, remote_id, state, polls, next_poll_at,"
+    " deadline_at, created_at, labels, correlation_id, callback_url, notify)"
+    " VALUES (?, ?, ?, ?, 'active', 0, ?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (workspace, kind, remote_id) DO NOTHING"
+)
+INSERT_LABEL = "INSERT INTO tracking_labels (tracking_id, key, value) VALUES (?, ?, ?)"
+TRACKING_BY_REMOTE = (
+    f"SELECT {TRACKING_COLUMNS} FROM trackings WHERE workspace = ? AND kind = ? AND remote_id = ?"
+)
+TRACKING_BY_ID = f"SELECT {TRACKING_COLUMNS} FROM trackings WHERE tracking_id = ?"
+ACTIVE_TRACKINGS = f"SELECT {TRACKING_COLUMNS} FROM trackings WHERE state = 'active'"
+
+# Parameters: polls, last_polled_at, next_poll_at, last_error, remote_changed, remote_status,
+# remote, tracking_id. Only active rows move: a terminal tracking is final.
+RECORD_POLL = (
+    "UPDATE trackings SET polls = ?1, last_polled_at = ?2, next_poll_at = ?3, last_error = ?4,"
+    " remote_status = CASE WHEN ?5 THEN ?6 ELSE remote_status END,"
+    " remote = CASE WHEN ?5 THEN ?7 ELSE remote END"
+    " WHERE tracking_id = ?8 AND state = 'active'"
+)
+
+# Named parameters; poll fields are kept when the finish carries no poll (polls is NULL).
+FINISH_TRACKING = (
+    "UPDATE trackings SET state = 'terminal', outcome = :outcome, terminal_at = :terminal_at,"
+    " result = :result, next_poll_at = NULL,"
+    " polls = coalesce(:polls, polls),"
+    " last_polled_at = coalesce(:last_polled_at, last_polled_at),"
+    " last_error = CASE WHEN :polls IS NOT NULL THEN :last_error"
+    "   ELSE coalesce(:last_error, last_error) END,"
+    " remote_status = CASE WHEN :remote_changed THEN :remote_status ELSE remote_status END,"
+    " remote = CASE WHEN :remote_changed THEN :remote ELSE remote END"
+    " WHERE tracking_id = :tracking_id AND state = 'active'"
+)
+
+
+def list_trackings(
+    *,
+    state: bool,
+    kind: bool,
+    outcome: bool,
+    workspace: bool,
+    labels: int,
+    after: bool,
+) -> str:
+    """The listing query for the filters present; parameters follow in this order:
+    state, kind, outcome, workspace, (key, value) per label, cursor (created_at twice,
+    tracking_id), limit."""
+    where: list[str] = []
+    if state:
+        where.append("state = ?")
+    if kind:
+        where.append("kind = ?")
+    if outcome:
+        where.append("outcome = ?")
+    if workspace:
+        where.append("workspace = ?")
+    where.extend(
+        [
+            "EXISTS (SELECT 1 FROM tracking_labels l WHERE l.tracking_id = t.tracking_id"
+            " AND l.key = ? AND l.value = ?)"
+        ]
+        * labels
+    )
+    if after:
+        where.append("(created_at < ? OR (created_at = ? AND tracking_id < ?))")
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    return (
+        f"SELECT {TRACKING_COLUMNS} FROM trackings t{clause}"
+        " ORDER BY created_at DESC, tracking_id DESC LIMIT ?"
+    )
+
+
+PRUNABLE_TRACKINGS = (
+    "SELECT tracking_id FROM trackings t"
+    " WHERE state = 'terminal' AND terminal_at < ?"
+    " AND NOT EXISTS (SELECT 1 FROM events e JOIN deliveries d ON d.event_seq = e.seq"
+    "   WHERE e.tracking_id = t.tracking_id AND d.state = 'pending')"
+    " ORDER BY terminal_at LIMIT ?"
+)
+# Labels, events and deliveries follow through ON DELETE CASCADE.
+DELETE_TRACKING = "DELETE FROM trackings WHERE tracking_id = ?"
+
+# -- events ---------------------------------------------------------------------------------
+
+INSERT_EVENT = (
+    "INSERT INTO events (event_id, tracking_id, type, time, payload) VALUES (?, ?, ?, ?, ?)"
+)
+EVENTS_AFTER = f"SELECT {EVENT_COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
+# The AUTOINCREMENT high-water mark survives the deletion of the newest events.
+LAST_EVENT_SEQ = "SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = 'events'"
+
+# -- deliveries -----------------------------------------------------------------------------
+
+INSERT_DELIVERY = (
+    "INSERT INTO deliveries (event_seq, destination, url, state, attempts, next_attempt_at,"
+    " created_at) VALUES (?, ?, ?, 'pending', 0, ?, ?)"
+)
+_DELIVERY_FROM = "FROM deliveries d JOIN events e ON e.seq = d.event_seq"
+DUE_DELIVERIES = (
+    f"SELECT {DELIVERY_COLUMNS} {_DELIVERY_FROM}"
+    " WHERE d.destination = ? AND d.state = 'pending' AND d.next_attempt_at <= ?"
+    " ORDER BY d.next_attempt_at, d.delivery_id LIMIT ?"
+)
+LEASE_DELIVERY = "UPDATE deliveries SET next_attempt_at = ? WHERE delivery_id = ?"
+DELIVERY_BY_ID = f"SELECT {DELIVERY_COLUMNS} {_DELIVERY_FROM} WHERE d.delivery_id = ?"
+DELIVERIES_BY_STATE = (
+    f"SELECT {DELIVERY_COLUMNS} {_DELIVERY_FROM}"
+    " WHERE d.state = ? AND d.delivery_id > ? ORDER BY d.delivery_id LIMIT ?"
+)
+DELIVERIES_ALL = (
+    f"SELECT {DELIVERY_COLUMNS} {_DELIVERY_FROM}"
+    " WHERE d.delivery_id > ? ORDER BY d.delivery_id LIMIT ?"
+)
+# A late success still counts when the delivery was given up meanwhile; attempts counts
+# every finished attempt (delivered, retry or dead).
+MARK_DELIVERED = (
+    "UPDATE deliveries SET state = 'delivered', attempts = attempts + 1, delivered_at = ?,"
+    " last_status = ?, last_error = NULL WHERE delivery_id = ? AND state != 'delivered'"
+)
+MARK_RETRY = (
+    "UPDATE deliveries SET attempts = attempts + 1, next_attempt_at = ?, last_status = ?,"
+    " last_error = ? WHERE delivery_id = ? AND state = 'pending'"
+)
+MARK_DEAD = (
+    "UPDATE deliveries SET state = 'dead', attempts = attempts + 1, next_attempt_at = ?,"
+    " last_status = ?, last_error = ? WHERE delivery_id = ? AND state = 'pending'"
+)
+REDRIVE_DELIVERY = (
+    "UPDATE deliveries SET state = 'pending', next_attempt_at = ?"
+    " WHERE delivery_id = ? AND state = 'dead'"
+)
+PENDING_DESTINATIONS = (
+    "SELECT DISTINCT destination FROM deliveries WHERE state = 'pending' ORDER BY destination"
+)
+PENDING_COUNTS = (
+    "SELECT destination, count(*) FROM deliveries WHERE state = 'pending' GROUP BY destination"
+)

@@ -1,0 +1,328 @@
+"""The SQLite store: WAL, numbered migrations, one group-commit writer, a read-only reader.
+
+Writes go through ``GroupCommitWriter`` (one transaction per batch of waiting
+operations); reads use their own read-only aiosqlite connection, which WAL lets
+run beside the writer, so a read never queues behind a commit. An exclusive
+advisory lock on ``<path>.lock`` keeps a second process off the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import importlib.resources
+import os
+import re
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiosqlite
+
+from orchestrator.errors import StoreError, StoreLocked, StoreUnavailable
+from orchestrator.store import _operations as ops
+from orchestrator.store import _rows, queries
+from orchestrator.store._paging import clamp_limit, decode_cursor, encode_cursor
+from orchestrator.store._writer import GroupCommitWriter, is_unavailable
+from orchestrator.store.base import (
+    Delivery,
+    DeliveryState,
+    EventRecord,
+    Finish,
+    NewTracking,
+    PollUpdate,
+    Tracking,
+    TrackingQuery,
+)
+
+_MIGRATION_NAME = re.compile(r"^(\d+)_(\w+)\.sql$")
+_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+BUSY_TIMEOUT_MS = 5000
+T = TypeVar("T")
+
+
+class SqliteStore:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        commit_interval_s: float = 0.005,
+        max_batch: int = 2000,
+        synchronous: str = "FULL",
+    ) -> None:
+        if synchronous.upper() not in _SYNCHRONOUS:
+            raise ValueError(f"synchronous must be one of {', '.join(_SYNCHRONOUS)}")
+        self.path = Path(path)
+        self._synchronous = synchronous.upper()
+        self._commit_interval_s = commit_interval_s
+        self._max_batch = max_batch
+        self._writer: GroupCommitWriter | None = None
+        self._reader: Any = None
+        self._lock_fd: int | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def open(self) -> None:
+        if self._lock_fd is not None:
+            raise StoreError(f"store {self.path} is already open")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = _lock(self.path)
+        self._writer = GroupCommitWriter(
+            self._connect_writer,
+            commit_interval_s=self._commit_interval_s,
+            max_batch=self._max_batch,
+            name=f"store-writer:{self.path.name}",
+        )
+        try:
+            await self._writer.start(_migrate)
+            self._reader = await aiosqlite.connect(
+                f"{self.path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None
+            )
+            await self._reader.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        except BaseException as exc:
+            await self.close()
+            if isinstance(exc, sqlite3.Error):
+                raise _store_error(exc, f"cannot open store {self.path}") from exc
+            raise
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            await self._writer.close()
+        if self._reader is not None:
+            await self._reader.close()
+            self._reader = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor releases the flock
+            self._lock_fd = None
+
+    def stats(self) -> dict[str, int]:
+        """Committed transactions and the operations they carried (group commit at work)."""
+        return self._writer.stats() if self._writer else {"transactions": 0, "operations": 0}
+
+    @property
+    def writer_failure(self) -> BaseException | None:
+        """Why the writer task died, if it did (every write then raises StoreUnavailable)."""
+        return self._writer.failure if self._writer else None
+
+    async def _submit(self, operation: Callable[[sqlite3.Connection], T], weight: int = 1) -> T:
+        if self._writer is None:
+            raise StoreUnavailable(f"store {self.path} is not open")
+        return await self._writer.submit(operation, weight)
+
+    def _connect_writer(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            conn.close()
+            raise StoreError(f"store {self.path}: cannot use WAL journal mode (got {mode})")
+        conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        return conn
+
+    # -- writes -------------------------------------------------------------------------
+
+    async def check_writable(self) -> bool:
+        try:
+            await self._submit(ops.probe)
+        except StoreError:
+            return False
+        return True
+
+    async def create_trackings(self, items: Sequence[NewTracking]) -> list[tuple[Tracking, bool]]:
+        if not items:
+            return []
+        return await self._submit(
+            functools.partial(ops.create_trackings, items=list(items)), len(items)
+        )
+
+    async def record_polls(self, updates: Sequence[PollUpdate]) -> None:
+        if updates:
+            await self._submit(
+                functools.partial(ops.record_polls, updates=list(updates)), len(updates)
+            )
+
+    async def finish(self, items: Sequence[Finish]) -> list[bool]:
+        if not items:
+            return []
+        return await self._submit(functools.partial(ops.finish, items=list(items)), len(items))
+
+    async def claim_deliveries(
+        self, destination: str, now: float, limit: int, lease_s: float
+    ) -> list[Delivery]:
+        claim = functools.partial(
+            ops.claim_deliveries, destination=destination, now=now, limit=limit, lease_s=lease_s
+        )
+        return await self._submit(claim, max(1, limit))
+
+    async def mark_delivered(self, delivery_id: int, at: float, status: int) -> None:
+        await self._update_delivery(queries.MARK_DELIVERED, (at, status, delivery_id))
+
+    async def mark_retry(
+        self, delivery_id: int, next_attempt_at: float, status: int | None, error: str
+    ) -> None:
+        params = (next_attempt_at, status, error, delivery_id)
+        await self._update_delivery(queries.MARK_RETRY, params)
+
+    async def mark_dead(self, delivery_id: int, at: float, status: int | None, error: str) -> None:
+        await self._update_delivery(queries.MARK_DEAD, (at, status, error, delivery_id))
+
+    async def _update_delivery(self, sql: str, params: tuple[object, ...]) -> None:
+        await self._submit(functools.partial(ops.update_delivery, sql=sql, params=params))
+
+    async def redrive_delivery(self, delivery_id: int, now: float) -> Delivery | None:
+        return await self._submit(
+            functools.partial(ops.redrive_delivery, delivery_id=delivery_id, now=now)
+        )
+
+    async def prune(self, before: float, batch: int) -> int:
+        return await self._submit(
+            functools.partial(ops.prune, before=before, batch=batch), max(1, batch)
+        )
+
+    # -- reads --------------------------------------------------------------------------
+
+    async def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        if self._reader is None:
+            raise StoreUnavailable("store is closed")
+        try:
+            return list(await self._reader.execute_fetchall(sql, params))
+        except sqlite3.Error as exc:
+            raise _store_error(exc, "store read failed") from exc
+
+    async def get_tracking(self, tracking_id: str) -> Tracking | None:
+        rows = await self._read(queries.TRACKING_BY_ID, (tracking_id,))
+        return _rows.tracking(rows[0]) if rows else None
+
+    async def load_active(self) -> list[Tracking]:
+        return [_rows.tracking(row) for row in await self._read(queries.ACTIVE_TRACKINGS)]
+
+    async def list_trackings(self, query: TrackingQuery) -> tuple[list[Tracking], str | None]:
+        limit = clamp_limit(query.limit)
+        params: list[Any] = [
+            value
+            for value in (query.state, query.kind, query.outcome, query.workspace)
+            if value is not None
+        ]
+        for pair in sorted(query.labels.items()):
+            params.extend(pair)
+        if query.cursor is not None:
+            created_at, tracking_id = decode_cursor(query.cursor, (float, str))
+            params.extend((created_at, created_at, tracking_id))
+        sql = queries.list_trackings(
+            state=query.state is not None,
+            kind=query.kind is not None,
+            outcome=query.outcome is not None,
+            workspace=query.workspace is not None,
+            labels=len(query.labels),
+            after=query.cursor is not None,
+        )
+        rows = await self._read(sql, [*params, limit + 1])
+        items = [_rows.tracking(row) for row in rows[:limit]]
+        more = len(rows) > limit
+        return items, encode_cursor(items[-1].created_at, items[-1].tracking_id) if more else None
+
+    async def events_after(self, after_seq: int, limit: int) -> list[EventRecord]:
+        rows = await self._read(queries.EVENTS_AFTER, (after_seq, max(0, limit)))
+        return [_rows.event(row) for row in rows]
+
+    async def last_event_seq(self) -> int:
+        rows = await self._read(queries.LAST_EVENT_SEQ)
+        return int(rows[0][0]) if rows else 0
+
+    async def pending_destinations(self) -> list[str]:
+        return [row[0] for row in await self._read(queries.PENDING_DESTINATIONS)]
+
+    async def outbox_pending_counts(self) -> dict[str, int]:
+        return {row[0]: row[1] for row in await self._read(queries.PENDING_COUNTS)}
+
+    async def get_delivery(self, delivery_id: int) -> Delivery | None:
+        rows = await self._read(queries.DELIVERY_BY_ID, (delivery_id,))
+        return _rows.delivery(rows[0]) if rows else None
+
+    async def list_deliveries(
+        self, state: DeliveryState | None, limit: int, cursor: str | None
+    ) -> tuple[list[Delivery], str | None]:
+        size = clamp_limit(limit)
+        after = decode_cursor(cursor, (int,))[0] if cursor is not None else 0
+        if state is None:
+            rows = await self._read(queries.DELIVERIES_ALL, (after, size + 1))
+        else:
+            rows = await self._read(queries.DELIVERIES_BY_STATE, (state, after, size + 1))
+        items = [_rows.delivery(row) for row in rows[:size]]
+        return items, encode_cursor(items[-1].delivery_id) if len(rows) > size else None
+
+
+def _lock(path: Path) -> int:
+    lock_path = path.with_name(path.name + ".lock")
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StoreLocked(
+            f"store file {path} is in use by another process (lock held on {lock_path})"
+        ) from None
+    return fd
+
+
+def _store_error(exc: sqlite3.Error, what: str) -> StoreError:
+    kind = StoreUnavailable if is_unavailable(exc) else StoreError
+    return kind(f"{what}: {exc}")
+
+
+def _migrations() -> list[tuple[int, str, str]]:
+    """The numbered ``migrations/NNN_name.sql`` files shipped as package data, in order."""
+    found: list[tuple[int, str, str]] = []
+    for entry in (importlib.resources.files("orchestrator.store") / "migrations").iterdir():
+        match = _MIGRATION_NAME.match(entry.name)
+        if match:
+            found.append((int(match[1]), entry.name, entry.read_text(encoding="utf-8")))
+    found.sort()
+    if [version for version, _, _ in found] != list(range(1, len(found) + 1)):
+        raise StoreError(f"store migrations are not numbered 1..n: {[n for _, n, _ in found]}")
+    return found
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration into statements, so that it runs inside our own transaction
+    (``executescript`` would commit first)."""
+    statements: list[str] = []
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            statements.append(buffer.strip())
+            buffer = ""
+    leftover = "\n".join(
+        line for line in buffer.splitlines() if line.strip() and not line.strip().startswith("--")
+    )
+    if leftover:
+        raise StoreError(f"incomplete SQL statement in a migration: {leftover[:80]!r}")
+    return statements
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Apply the migrations newer than the recorded schema version, all in one transaction."""
+    migrations = _migrations()
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(queries.CREATE_SCHEMA_VERSION)
+        current = conn.execute(queries.SCHEMA_VERSION).fetchone()[0]
+        if current > len(migrations):
+            raise StoreError(
+                f"store schema version {current} is newer than this build knows"
+                f" ({len(migrations)}): refusing to open it"
+            )
+        for version, name, script in migrations[current:]:
+            for statement in _statements(script):
+                conn.execute(statement)
+            conn.execute(queries.RECORD_MIGRATION, (version, name, time.time()))
+        conn.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        raise
