@@ -1,0 +1,53 @@
+"""The aiohttp application: routes, middlewares, health, metrics, OpenAPI."""
+
+from __future__ import annotations
+
+import orjson
+from aiohttp import web
+from prometheus_client.aiohttp import make_aiohttp_handler
+
+from orchestrator.api.auth import auth_middleware
+from orchestrator.api.events_routes import add_event_routes
+from orchestrator.api.openapi import build_openapi
+from orchestrator.api.problems import problem_middleware
+from orchestrator.api.trackings import routes as tracking_routes
+from orchestrator.runtime import RUNTIME, Runtime
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    rt = request.app[RUNTIME]
+    reasons = []
+    if rt.draining:
+        reasons.append("draining")
+    if rt.failed_tasks:
+        reasons.append("failed tasks: " + ", ".join(rt.failed_tasks))
+    if not reasons and not await rt.store.check_writable():
+        reasons.append("store not writable")
+    rt.metrics.ready.set(0 if reasons else 1)
+    if reasons:
+        return web.json_response({"status": "not ready", "reasons": reasons}, status=503)
+    return web.json_response({"status": "ready"})
+
+
+def create_app(runtime: Runtime) -> web.Application:
+    app = web.Application(
+        middlewares=[problem_middleware, auth_middleware],
+        client_max_size=runtime.settings.server.max_body_bytes,
+    )
+    app[RUNTIME] = runtime
+    app.add_routes(tracking_routes)
+    add_event_routes(app)
+    document = orjson.dumps(build_openapi())
+
+    async def openapi(request: web.Request) -> web.Response:
+        return web.Response(body=document, content_type="application/json")
+
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/openapi.json", openapi)
+    app.router.add_get("/metrics", make_aiohttp_handler(runtime.metrics.registry))
+    return app

@@ -1,0 +1,164 @@
+"""From an intake body to a tracking ready to store, or a problem naming the field."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import ValidationError
+
+from orchestrator.api.models import FollowUpsBody, IntakeBody, valid_remote_id
+from orchestrator.api.problems import from_validation_error
+from orchestrator.config import Settings, WorkspaceConfig
+from orchestrator.errors import ApiProblem
+from orchestrator.interpret import extract_polling_url, extract_remote_id, polling_url_matches
+from orchestrator.store.base import NewTracking
+
+_PATHS = {
+    "function_job": lambda w: w.paths.function_job,
+    "net_operation_build": lambda w: w.paths.net_operation_build,
+    "workspace_ui_build": lambda w: w.paths.workspace_ui_build,
+}
+
+
+def new_tracking_id() -> str:
+    return "trk_" + secrets.token_hex(12)
+
+
+def _invalid(field: str, message: str) -> ApiProblem:
+    return ApiProblem(422, "Invalid request", f"{field}: {message}", field=field)
+
+
+def callback_allowed(url: str, allowlist: list[str]) -> bool:
+    """True when ``url`` is a plain http(s) URL under one allowlist prefix.
+
+    A bare ``startswith`` would let ``http://sink@evil/`` or
+    ``http://sink.evil/`` through a prefix ``http://sink``: the match must end
+    at a path boundary and the URL must carry no userinfo.
+    """
+    if any(c in url for c in "\r\n\t \\") or not url.isprintable():
+        return False
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False
+    if parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc:
+        return False
+    for prefix in allowlist:
+        if not prefix or not url.startswith(prefix):
+            continue
+        rest = url[len(prefix) :]
+        if prefix.endswith("/") or rest == "" or rest[0] in "/?#":
+            return True
+    return False
+
+
+def validate_intake(raw: Any, settings: Settings, now: float) -> NewTracking:
+    if not isinstance(raw, dict):
+        raise _invalid("body", "must be a JSON object")
+    try:
+        body = IntakeBody.model_validate(raw)
+    except ValidationError as exc:
+        raise from_validation_error(exc) from None
+    workspace = settings.workspace(body.workspace)
+    if workspace is None:
+        raise _invalid("workspace", f"unknown workspace {body.workspace!r}")
+    remote_id = _remote_id(body, workspace)
+    deadline = _deadline(body, settings, now)
+    if body.callback_url is not None and not callback_allowed(
+        body.callback_url, settings.events.callback_allowlist
+    ):
+        raise _invalid("callback_url", "not under any entry of events.callback_allowlist")
+    return NewTracking(
+        tracking_id=new_tracking_id(),
+        workspace=workspace.name,
+        kind=body.kind,
+        remote_id=remote_id,
+        deadline_at=deadline,
+        created_at=now,
+        next_poll_at=now + settings.polling.initial_delay_s,
+        labels=body.labels,
+        correlation_id=body.correlation_id,
+        callback_url=body.callback_url,
+        notify=body.notify,
+    )
+
+
+def _remote_id(body: IntakeBody, workspace: WorkspaceConfig) -> str:
+    if body.enqueue_response is None:
+        assert body.remote_id is not None  # the model requires one of the two
+        return body.remote_id
+    found = extract_remote_id(body.enqueue_response)
+    if found is None:
+        raise _invalid("enqueue_response", "carries no JobId or Id")
+    if not valid_remote_id(found):
+        raise _invalid("enqueue_response", "its id is not 1-200 characters of [A-Za-z0-9._:-]")
+    if body.remote_id is not None and body.remote_id != found:
+        raise _invalid("remote_id", "does not match the id in enqueue_response")
+    url = extract_polling_url(body.enqueue_response)
+    template = _PATHS[body.kind](workspace)
+    if url is not None and not polling_url_matches(url, workspace.base_url, template, found):
+        raise _invalid(
+            "enqueue_response", "its polling URL does not resolve to this workspace's status route"
+        )
+    return found
+
+
+def _deadline(body: IntakeBody, settings: Settings, now: float) -> float:
+    polling = settings.polling
+    if body.deadline_at is not None:
+        deadline = body.deadline_at.timestamp()
+        if deadline <= now:
+            raise _invalid("deadline_at", "is in the past")
+        if deadline - now > polling.max_deadline_s:
+            raise _invalid("deadline_at", "is beyond polling.max_deadline_s")
+        return deadline
+    if body.timeout_s is not None:
+        if body.timeout_s > polling.max_deadline_s:
+            raise _invalid("timeout_s", "is beyond polling.max_deadline_s")
+        return now + body.timeout_s
+    return now + polling.default_deadline_s
+
+
+def follow_up_items(raw: Any) -> tuple[FollowUpsBody, list[dict[str, Any]]]:
+    """The intake bodies for each id in FollowUpOperationIds (possibly none)."""
+    if not isinstance(raw, dict):
+        raise _invalid("body", "must be a JSON object")
+    try:
+        body = FollowUpsBody.model_validate(raw)
+    except ValidationError as exc:
+        raise from_validation_error(exc) from None
+    ids: Any = None
+    for key, value in body.runtime_result.items():
+        if key.lower() == "followupoperationids":
+            ids = value
+            break
+    if ids is None:
+        raise _invalid("runtime_result.FollowUpOperationIds", "is required")
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise _invalid("runtime_result.FollowUpOperationIds", "must be a list of job ids")
+    for i, job_id in enumerate(ids):
+        if not valid_remote_id(job_id):
+            raise _invalid(
+                f"runtime_result.FollowUpOperationIds.{i}",
+                "must be 1-200 characters of [A-Za-z0-9._:-], not dots alone",
+            )
+    items = [
+        {
+            "kind": "function_job",
+            "remote_id": job_id,
+            "workspace": body.workspace,
+            "timeout_s": body.timeout_s,
+            "labels": body.labels,
+            "correlation_id": body.correlation_id,
+            "callback_url": body.callback_url,
+            "notify": body.notify,
+        }
+        for job_id in dict.fromkeys(ids)
+    ]
+    for item in items:
+        for key in ("timeout_s", "correlation_id", "callback_url"):
+            if item[key] is None:
+                del item[key]
+    return body, items

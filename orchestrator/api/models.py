@@ -1,0 +1,186 @@
+"""Request and response models of the HTTP API.
+
+The same models validate requests and generate ``/openapi.json``.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Kind = Literal["function_job", "net_operation_build", "workspace_ui_build"]
+Outcome = Literal["succeeded", "failed", "cancelled", "deadline_exceeded", "not_found", "abandoned"]
+
+REMOTE_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,200}")
+LABEL_KEY_RE = re.compile(r"[A-Za-z0-9_.-]{1,63}")
+MAX_LABELS = 32
+MAX_BATCH = 1000
+
+
+def valid_remote_id(value: str) -> bool:
+    # "." and ".." would change the route once substituted into the path.
+    return bool(REMOTE_ID_RE.fullmatch(value)) and value.strip(".") != ""
+
+
+class IntakeBody(BaseModel):
+    """One tracking request."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    kind: Kind
+    remote_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="The job or build id Moltaro returned; [A-Za-z0-9._:-], not dots alone.",
+    )
+    enqueue_response: dict[str, Any] | None = Field(
+        default=None,
+        description="The raw body Moltaro returned on enqueue or build submission.",
+    )
+    workspace: str = Field(default="default", min_length=1, max_length=64)
+    deadline_at: datetime | None = Field(default=None)
+    timeout_s: float | None = Field(default=None, gt=0)
+    callback_url: str | None = Field(default=None, min_length=1, max_length=2048)
+    labels: dict[str, str] = Field(default_factory=dict)
+    correlation_id: str | None = Field(default=None, min_length=1, max_length=200)
+    notify: Literal["terminal", "all"] = "terminal"
+
+    @field_validator("deadline_at", mode="before")
+    @classmethod
+    def _deadline_text(cls, v: Any) -> Any:
+        # strict mode refuses strings for datetimes; JSON can only carry text.
+        if isinstance(v, str):
+            try:
+                parsed = datetime.fromisoformat(v.replace("Z", "+00:00").replace("z", "+00:00"))
+            except ValueError:
+                raise ValueError("must be an RFC 3339 timestamp") from None
+            if parsed.tzinfo is None:
+                raise ValueError("must carry a time zone (e.g. Z)")
+            return parsed
+        return v
+
+    @field_validator("timeout_s", mode="before")
+    @classmethod
+    def _timeout_number(cls, v: Any) -> Any:
+        if isinstance(v, bool):
+            raise ValueError("must be a number of seconds")
+        if isinstance(v, int):
+            return float(v)
+        return v
+
+    @field_validator("remote_id")
+    @classmethod
+    def _remote_id(cls, v: str | None) -> str | None:
+        if v is not None and not valid_remote_id(v):
+            raise ValueError("must be 1-200 characters of [A-Za-z0-9._:-], not dots alone")
+        return v
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
+        if len(v) > MAX_LABELS:
+            raise ValueError(f"at most {MAX_LABELS} labels")
+        for key, value in v.items():
+            if not LABEL_KEY_RE.fullmatch(key):
+                raise ValueError("keys must be 1-63 characters of [A-Za-z0-9_.-]")
+            if len(value) > 200:
+                raise ValueError("values must be at most 200 characters")
+        return v
+
+    @model_validator(mode="after")
+    def _either(self) -> IntakeBody:
+        if self.remote_id is None and self.enqueue_response is None:
+            raise ValueError("remote_id: one of remote_id or enqueue_response is required")
+        if self.deadline_at is not None and self.timeout_s is not None:
+            raise ValueError("timeout_s: give deadline_at or timeout_s, not both")
+        return self
+
+
+class BatchBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[dict[str, Any]] = Field(max_length=MAX_BATCH, min_length=1)
+
+
+class FollowUpsBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    workspace: str = Field(default="default", min_length=1, max_length=64)
+    runtime_result: dict[str, Any]
+    timeout_s: float | None = Field(default=None, gt=0)
+    labels: dict[str, str] = Field(default_factory=dict)
+    correlation_id: str | None = Field(default=None, min_length=1, max_length=200)
+    callback_url: str | None = Field(default=None, min_length=1, max_length=2048)
+    notify: Literal["terminal", "all"] = "terminal"
+
+
+class LastError(BaseModel):
+    kind: Literal[
+        "timeout", "connection", "http_5xx", "rate_limited", "unauthorized", "invalid_response"
+    ]
+    message: str
+    status: int | None = None
+
+
+class TrackingOut(BaseModel):
+    """A tracking as the API answers it and as every event carries it in ``data``."""
+
+    tracking_id: str
+    workspace: str
+    kind: Kind
+    remote_id: str
+    state: Literal["active", "terminal"]
+    outcome: Outcome | None
+    remote_status: str | None
+    remote: Any = Field(description="The last status body as received.")
+    result: dict[str, Any] | None
+    polls: int
+    last_polled_at: str | None
+    next_poll_at: str | None
+    last_error: LastError | None
+    deadline_at: str
+    created_at: str
+    terminal_at: str | None
+    labels: dict[str, str]
+    correlation_id: str | None
+    callback_url: str | None
+    notify: Literal["terminal", "all"]
+
+
+class TrackingPage(BaseModel):
+    items: list[TrackingOut]
+    next_cursor: str | None
+
+
+class BatchItemOut(BaseModel):
+    status: int
+    tracking: TrackingOut | None = None
+    problem: dict[str, Any] | None = None
+
+
+class BatchOut(BaseModel):
+    items: list[BatchItemOut]
+
+
+class FollowUpsOut(BaseModel):
+    items: list[TrackingOut]
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str | None = None
+    field: str | None = Field(default=None, description="The request field at fault.")
+
+
+class CancelOut(BaseModel):
+    tracking_id: str
+    remote_status: str | None
+    detail: str

@@ -1,0 +1,273 @@
+"""This API's own OpenAPI 3.1 document, generated from the request/response models."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from orchestrator.api.models import (
+    BatchOut,
+    CancelOut,
+    FollowUpsBody,
+    FollowUpsOut,
+    IntakeBody,
+    Problem,
+    TrackingOut,
+    TrackingPage,
+)
+
+_REF = "#/components/schemas/{model}"
+
+
+def _ref(model: type[BaseModel]) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _problem(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/problem+json": {"schema": _ref(Problem)}},
+    }
+
+
+_ERRORS = {
+    "400": _problem("Malformed request"),
+    "401": _problem("Missing or wrong bearer token"),
+    "413": _problem("Body too large"),
+    "415": _problem("Body is not JSON"),
+    "422": _problem("Invalid field (named in `field`)"),
+    "503": _problem("Draining or store unavailable"),
+}
+_TRACKING_ID = {
+    "name": "tracking_id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": "^trk_[0-9a-f]{24}$"},
+}
+
+
+def _query(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "schema": schema}
+
+
+def _body(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"required": True, "content": {"application/json": {"schema": schema}}}
+
+
+def build_openapi() -> dict[str, Any]:
+    models: list[type[BaseModel]] = [
+        IntakeBody,
+        FollowUpsBody,
+        TrackingOut,
+        TrackingPage,
+        BatchOut,
+        FollowUpsOut,
+        Problem,
+        CancelOut,
+    ]
+    schemas: dict[str, Any] = {}
+    for model in models:
+        if model in (IntakeBody, FollowUpsBody):
+            schema = model.model_json_schema(ref_template=_REF, mode="validation")
+        else:
+            schema = model.model_json_schema(ref_template=_REF, mode="serialization")
+        schemas.update(schema.pop("$defs", {}))
+        schemas[model.__name__] = schema
+    schemas["BatchBody"] = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["items"],
+        "properties": {
+            "items": {"type": "array", "minItems": 1, "maxItems": 1000, "items": _ref(IntakeBody)}
+        },
+    }
+    event = {"type": "object", "description": "A CloudEvents 1.0 JSON object with `seq`."}
+    paths: dict[str, Any] = {
+        "/v1/trackings": {
+            "post": {
+                "operationId": "createTracking",
+                "requestBody": _body(_ref(IntakeBody)),
+                "responses": {
+                    "201": _json(_ref(TrackingOut), "New tracking"),
+                    "200": _json(_ref(TrackingOut), "Already tracked"),
+                    **_ERRORS,
+                },
+            },
+            "get": {
+                "operationId": "listTrackings",
+                "parameters": [
+                    _query("state", {"type": "string", "enum": ["active", "terminal"]}),
+                    _query("kind", TrackingOut.model_json_schema()["properties"]["kind"]),
+                    _query(
+                        "outcome",
+                        {
+                            "type": "string",
+                            "enum": [
+                                "succeeded",
+                                "failed",
+                                "cancelled",
+                                "deadline_exceeded",
+                                "not_found",
+                                "abandoned",
+                            ],
+                        },
+                    ),
+                    _query("workspace", {"type": "string"}),
+                    _query("label", {"type": "string", "pattern": "^[^:]+:.*$"}),
+                    _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}),
+                    _query("cursor", {"type": "string"}),
+                ],
+                "responses": {"200": _json(_ref(TrackingPage), "A page"), **_ERRORS},
+            },
+        },
+        "/v1/trackings/batch": {
+            "post": {
+                "operationId": "createTrackingsBatch",
+                "requestBody": _body({"$ref": "#/components/schemas/BatchBody"}),
+                "responses": {"200": _json(_ref(BatchOut), "Per-item answers"), **_ERRORS},
+            }
+        },
+        "/v1/trackings/follow-ups": {
+            "post": {
+                "operationId": "trackFollowUps",
+                "requestBody": _body(_ref(FollowUpsBody)),
+                "responses": {"200": _json(_ref(FollowUpsOut), "Trackings"), **_ERRORS},
+            }
+        },
+        "/v1/trackings/{tracking_id}": {
+            "parameters": [_TRACKING_ID],
+            "get": {
+                "operationId": "getTracking",
+                "responses": {
+                    "200": _json(_ref(TrackingOut), "The tracking"),
+                    "404": _problem("Unknown"),
+                    **_ERRORS,
+                },
+            },
+            "delete": {
+                "operationId": "abandonTracking",
+                "responses": {
+                    "200": _json(_ref(TrackingOut), "Abandoned"),
+                    "404": _problem("Unknown"),
+                    "409": _problem("Already terminal"),
+                    **_ERRORS,
+                },
+            },
+        },
+        "/v1/trackings/{tracking_id}/cancel": {
+            "parameters": [_TRACKING_ID],
+            "post": {
+                "operationId": "cancelTracking",
+                "responses": {
+                    "202": _json(_ref(CancelOut), "Cancel accepted"),
+                    "404": _problem("Unknown"),
+                    "409": _problem("Not cancellable now"),
+                    "502": _problem("Workspace error"),
+                    **_ERRORS,
+                },
+            },
+        },
+        "/v1/events": {
+            "get": {
+                "operationId": "listEvents",
+                "parameters": [
+                    _query("after", {"type": "integer", "minimum": 0}),
+                    _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}),
+                ],
+                "responses": {
+                    "200": _json(
+                        {
+                            "type": "object",
+                            "properties": {
+                                "events": {"type": "array", "items": event},
+                                "next_after": {"type": "integer"},
+                            },
+                        },
+                        "Events in order",
+                    ),
+                    **_ERRORS,
+                },
+            }
+        },
+        "/v1/events/stream": {
+            "get": {
+                "operationId": "streamEvents",
+                "parameters": [_query("after", {"type": "integer", "minimum": 0})],
+                "responses": {
+                    "200": {
+                        "description": "Server-sent events",
+                        "content": {"text/event-stream": {}},
+                    },
+                    **_ERRORS,
+                },
+            }
+        },
+        "/v1/deliveries": {
+            "get": {
+                "operationId": "listDeliveries",
+                "parameters": [
+                    _query("state", {"type": "string", "enum": ["pending", "delivered", "dead"]}),
+                    _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}),
+                    _query("cursor", {"type": "string"}),
+                ],
+                "responses": {"200": _json({"type": "object"}, "A page"), **_ERRORS},
+            }
+        },
+        "/v1/deliveries/{delivery_id}/retry": {
+            "parameters": [
+                {
+                    "name": "delivery_id",
+                    "in": "path",
+                    "required": True,
+                    "schema": {"type": "integer", "minimum": 1},
+                }
+            ],
+            "post": {
+                "operationId": "retryDelivery",
+                "responses": {
+                    "202": _json({"type": "object"}, "Re-driven"),
+                    "404": _problem("Unknown"),
+                    "409": _problem("Not dead"),
+                    **_ERRORS,
+                },
+            },
+        },
+        "/healthz": {
+            "get": {
+                "operationId": "healthz",
+                "security": [],
+                "responses": {"200": {"description": "Alive"}},
+            }
+        },
+        "/readyz": {
+            "get": {
+                "operationId": "readyz",
+                "security": [],
+                "responses": {"200": {"description": "Ready"}, "503": {"description": "Not ready"}},
+            }
+        },
+        "/metrics": {
+            "get": {
+                "operationId": "metrics",
+                "security": [],
+                "responses": {
+                    "200": {"description": "Prometheus exposition", "content": {"text/plain": {}}}
+                },
+            }
+        },
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Moltaro polling orchestrator", "version": "1"},
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+    }

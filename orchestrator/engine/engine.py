@@ -1,0 +1,477 @@
+"""The polling engine: every active tracking, its schedule, and its end.
+
+Per poll: read the status, let the interpreter judge the body, and either
+finish the tracking (terminal outcome, not found, deadline) or schedule the
+next read with backoff that restarts when the remote status changes. Transport
+trouble is never terminal. Nothing is ever submitted to Moltaro, except a
+cancel that a caller asked for while ``CanCancel`` was true.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.clock import Clock, iso
+from orchestrator.config import Settings
+from orchestrator.engine.backoff import jittered, next_delay
+from orchestrator.engine.entry import Entry
+from orchestrator.engine.probes import PollMetrics
+from orchestrator.engine.scheduler import WorkspaceScheduler
+from orchestrator.engine.workspace import ReadResult, WorkspaceClient
+from orchestrator.engine.writer import PollWriter
+from orchestrator.errors import StoreError
+from orchestrator.events.bus import EventBus
+from orchestrator.events.cloudevents import EventFactory
+from orchestrator.interpret import Phase, Verdict, interpret
+from orchestrator.metrics import Metrics
+from orchestrator.store.base import Finish, PollUpdate, Store, Tracking
+
+log = logging.getLogger("orchestrator.engine")
+
+# After a failed terminal write (store full), look again this much later.
+_FINISH_RETRY_S = 2.0
+
+
+@dataclass(slots=True)
+class CancelAnswer:
+    status: int  # 202 accepted, 409 refused, 502/503 could not ask
+    remote_status: str | None
+    detail: str
+    retry_after: float | None = None
+
+
+class Engine:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        clock: Clock,
+        metrics: Metrics,
+        bus: EventBus,
+        events: EventFactory,
+        clients: dict[str, WorkspaceClient],
+        rng: random.Random | None = None,
+    ) -> None:
+        self.settings = settings
+        self.polling = settings.polling
+        self.store = store
+        self.clock = clock
+        self.metrics = metrics
+        self.events = events
+        self.clients = clients
+        self.rng = rng or random.Random()
+        self.entries: dict[str, Entry] = {}
+        self.writer = PollWriter(
+            store, bus, settings.store.commit_interval_s, settings.store.max_batch
+        )
+        self.probes = PollMetrics(metrics)
+        self.schedulers = {
+            name: WorkspaceScheduler(
+                name,
+                client.cfg.max_in_flight,
+                client.cfg.max_requests_per_second,
+                clock.monotonic,
+                self._poll,
+                self._expire,
+            )
+            for name, client in clients.items()
+        }
+        self._stop = asyncio.Event()
+        self._writer_stop = asyncio.Event()
+        self._workers: list[asyncio.Task[None]] = []
+        self._finishing: set[asyncio.Task[Tracking | None]] = set()
+
+    # -- time ---------------------------------------------------------------
+
+    def _to_mono(self, wall: float) -> float:
+        return self.clock.monotonic() + (wall - self.clock.now())
+
+    def _to_wall(self, mono: float) -> float:
+        return self.clock.now() + (mono - self.clock.monotonic())
+
+    # -- adding -------------------------------------------------------------
+
+    def add(self, t: Tracking, first_delay: float | None = None) -> None:
+        """Start polling an active tracking (new from intake, or resumed)."""
+        if t.tracking_id in self.entries or t.state != "active":
+            return
+        entry = Entry(t, self._to_mono(t.deadline_at))
+        due_floor = 0.0
+        if t.remote is not None:
+            verdict = interpret(t.kind, t.remote, self.clients[t.workspace].enums[t.kind])
+            entry.fingerprint = verdict.fingerprint
+            if verdict.next_run_at is not None:
+                due_floor = self._to_mono(verdict.next_run_at)
+        self.entries[t.tracking_id] = entry
+        self.probes.active(t.workspace, t.kind).inc()
+        if first_delay is None:
+            first_delay = jittered(self.polling.initial_delay_s, self.polling.jitter, self.rng)
+        due = max(self.clock.monotonic() + first_delay, due_floor)
+        self.schedulers[t.workspace].schedule(entry, min(due, entry.deadline_mono))
+
+    def resume(self, trackings: list[Tracking]) -> None:
+        """Resume after a restart, spreading first reads over the first interval.
+
+        The window is the longer of the initial delay and the time the
+        workspace's rate limit needs for all of them, so the first interval
+        never bursts above the limit.
+        """
+        by_ws: dict[str, list[Tracking]] = {}
+        for t in trackings:
+            if t.workspace in self.clients:
+                by_ws.setdefault(t.workspace, []).append(t)
+            else:
+                log.error(
+                    "tracking of an unconfigured workspace left as is",
+                    extra={"fields": {"tracking_id": t.tracking_id, "workspace": t.workspace}},
+                )
+        for ws, items in by_ws.items():
+            rate = self.clients[ws].cfg.max_requests_per_second
+            window = max(self.polling.initial_delay_s, len(items) / rate)
+            for i, t in enumerate(items):
+                self.add(t, first_delay=window * (i + self.rng.random()) / len(items))
+
+    # -- polling ------------------------------------------------------------
+
+    async def _poll(self, entry: Entry, gen: int) -> None:
+        ws, kind = entry.workspace, entry.kind
+        probes = self.probes
+        probes.lateness(ws).observe(max(0.0, self.clock.monotonic() - entry.due))
+        gauge = probes.in_flight(ws)
+        gauge.inc()
+        try:
+            result = await self.clients[ws].read(kind, entry.remote_id)
+        finally:
+            gauge.dec()
+        if gen != entry.gen:
+            return  # abandoned while the read was in flight
+        await self._handle(entry, result)
+
+    async def _handle(self, entry: Entry, r: ReadResult) -> None:
+        ws, kind = entry.workspace, entry.kind
+        now_w, now_m = self.clock.now(), self.clock.monotonic()
+        scheduler = self.schedulers[ws]
+        entry.polls += 1
+        label = r.result
+        error = r.error
+        verdict: Verdict | None = None
+        if r.result == "ok":
+            verdict = interpret(kind, r.body, self.clients[ws].enums[kind])
+            if verdict.phase is Phase.INVALID:
+                label = "invalid_response"
+                error = {
+                    "kind": "invalid_response",
+                    "message": f"not a status body ({verdict.anomaly})",
+                }
+                verdict = None
+        self.probes.polled(ws, kind, label, r.duration)
+        self.metrics.workspace_up.labels(workspace=ws).set(1 if r.answered else 0)
+        if r.retry_after is not None:
+            scheduler.block(now_m + r.retry_after)
+
+        changed = False
+        event = None
+        next_run_at: float | None = None
+        if verdict is not None:
+            entry.nf_count = 0
+            entry.last_error = None
+            if verdict.phase is Phase.ANOMALY:
+                self.probes.anomaly(ws, kind, verdict.anomaly or "unknown")
+            changed = verdict.fingerprint != entry.fingerprint
+            status_moved = verdict.remote_status != entry.remote_status
+            entry.fingerprint = verdict.fingerprint
+            entry.remote_status = verdict.remote_status
+            if verdict.terminal:
+                await self._finish(
+                    entry, verdict.phase.value, verdict.result, remote=r.body, polled_at=now_w
+                )
+                return
+            next_run_at = verdict.next_run_at
+            if status_moved and entry.notify == "all":
+                event = self.events.status_changed(
+                    entry.to_tracking(remote=r.body, last_polled_at=now_w), now_w
+                )
+        elif label == "not_found":
+            if entry.nf_count == 0:
+                entry.nf_first = now_w
+            entry.nf_count += 1
+            if (
+                entry.nf_count >= self.polling.not_found_confirmations
+                and now_w - entry.nf_first >= self.polling.not_found_min_s
+            ):
+                result = {
+                    "remote_id": entry.remote_id,
+                    "confirmations": entry.nf_count,
+                    "first_not_found_at": iso(entry.nf_first),
+                    "last_not_found_at": iso(now_w),
+                }
+                await self._finish(entry, "not_found", result, polled_at=now_w)
+                return
+        else:
+            entry.last_error = error
+
+        if now_m >= entry.deadline_mono:
+            await self._finish(entry, "deadline_exceeded", self._deadline_result(entry))
+            return
+
+        p = self.polling
+        entry.delay = next_delay(
+            None if changed else entry.delay, p.initial_delay_s, p.multiplier, p.max_delay_s
+        )
+        due = now_m + jittered(entry.delay, p.jitter, self.rng)
+        if label == "not_found":
+            # Do not let backoff stretch the confirmation window far past its minimum.
+            remaining = entry.nf_first + p.not_found_min_s - now_w
+            due = min(due, now_m + max(remaining, p.initial_delay_s))
+        if next_run_at is not None:
+            due = max(due, self._to_mono(next_run_at))
+        if r.retry_after is not None:
+            due = max(due, now_m + r.retry_after)
+        due = min(due, entry.deadline_mono)
+        scheduler.schedule(entry, due)
+        self.writer.add(
+            PollUpdate(
+                tracking_id=entry.tracking_id,
+                polls=entry.polls,
+                last_polled_at=now_w,
+                next_poll_at=self._to_wall(due),
+                remote_status=entry.remote_status,
+                remote=r.body if changed else None,
+                remote_changed=changed,
+                last_error=entry.last_error,
+                event=event,
+            )
+        )
+
+    def _deadline_result(self, entry: Entry) -> dict[str, Any]:
+        return {
+            "remote_id": entry.remote_id,
+            "last_remote_status": entry.remote_status,
+            "last_error": entry.last_error,
+            "deadline_at": iso(entry.deadline),
+        }
+
+    async def _expire(self, entry: Entry) -> None:
+        """The deadline passed while Retry-After forbade the last read."""
+        self.entries.pop(entry.tracking_id, None)
+        await self._finish(entry, "deadline_exceeded", self._deadline_result(entry))
+
+    # -- finishing ----------------------------------------------------------
+
+    async def _finish(
+        self,
+        entry: Entry,
+        outcome: str,
+        result: dict[str, Any] | None,
+        *,
+        remote: Any = None,
+        polled_at: float | None = None,
+    ) -> Tracking | None:
+        """Write the terminal state and its event; shielded from cancellation."""
+        self.entries.pop(entry.tracking_id, None)
+        entry.gen += 1
+        task = asyncio.ensure_future(self._write_finish(entry, outcome, result, remote, polled_at))
+        self._finishing.add(task)
+        task.add_done_callback(self._finishing.discard)
+        return await asyncio.shield(task)
+
+    async def _write_finish(
+        self,
+        entry: Entry,
+        outcome: str,
+        result: dict[str, Any] | None,
+        remote: Any,
+        polled_at: float | None,
+    ) -> Tracking | None:
+        now_w = self.clock.now()
+        remote_changed = remote is not None
+        last_polled_at = polled_at
+        try:
+            if not remote_changed or last_polled_at is None:
+                # No body in hand (deadline, not found, abandon): the store has
+                # the last one; flush first so that it is the latest.
+                await self.writer.flush()
+                stored = await self.store.get_tracking(entry.tracking_id)
+                if stored is not None:
+                    if not remote_changed:
+                        remote = stored.remote
+                    last_polled_at = last_polled_at or stored.last_polled_at
+            tracking = entry.to_tracking(
+                state="terminal",
+                outcome=outcome,
+                remote=remote,
+                result=result,
+                last_polled_at=last_polled_at,
+                terminal_at=now_w,
+            )
+            event = self.events.terminal(tracking, now_w)
+            item = Finish(
+                tracking_id=entry.tracking_id,
+                outcome=outcome,  # type: ignore[arg-type]
+                terminal_at=now_w,
+                result=result,
+                event=event,
+                polls=entry.polls,
+                last_polled_at=last_polled_at,
+                remote_status=entry.remote_status,
+                remote=remote if remote_changed else None,
+                remote_changed=remote_changed,
+                last_error=entry.last_error,
+            )
+            done = await self.writer.finish([item])
+        except StoreError as exc:
+            # Nothing was committed: keep the tracking active and look again.
+            log.warning(
+                "terminal state not stored yet; will read again",
+                extra={"fields": {"tracking_id": entry.tracking_id, "error": str(exc)}},
+            )
+            self._reinstate(entry)
+            return None
+        self.probes.active(entry.workspace, entry.kind).dec()
+        if done and done[0]:
+            self.probes.terminal(entry.workspace, entry.kind, outcome, now_w - entry.created_at)
+            log.info(
+                "tracking finished",
+                extra={
+                    "fields": {
+                        "tracking_id": entry.tracking_id,
+                        "workspace": entry.workspace,
+                        "kind": entry.kind,
+                        "remote_id": entry.remote_id,
+                        "outcome": outcome,
+                        "remote_status": entry.remote_status,
+                        "polls": entry.polls,
+                    }
+                },
+            )
+        return tracking
+
+    def _reinstate(self, entry: Entry) -> None:
+        if self._stop.is_set() or entry.tracking_id in self.entries:
+            return
+        self.entries[entry.tracking_id] = entry
+        due = min(self.clock.monotonic() + _FINISH_RETRY_S, entry.deadline_mono)
+        if due <= self.clock.monotonic():
+            due = self.clock.monotonic() + _FINISH_RETRY_S
+            entry.deadline_mono = due
+        self.schedulers[entry.workspace].schedule(entry, due)
+
+    # -- caller actions -----------------------------------------------------
+
+    async def abandon(self, tracking_id: str) -> Tracking | None:
+        """Stop tracking (outcome ``abandoned``); the remote work is untouched."""
+        entry = self.entries.get(tracking_id)
+        if entry is None:
+            return None
+        return await self._finish(
+            entry,
+            "abandoned",
+            {"remote_id": entry.remote_id, "last_remote_status": entry.remote_status},
+        )
+
+    async def cancel(self, tracking_id: str) -> CancelAnswer | None:
+        """Read a fresh status; forward the cancel only while CanCancel is true."""
+        entry = self.entries.get(tracking_id)
+        if entry is None:
+            return None
+        client = self.clients[entry.workspace]
+        scheduler = self.schedulers[entry.workspace]
+        now_m = self.clock.monotonic()
+        if scheduler.blocked_until > now_m:
+            return CancelAnswer(
+                503,
+                entry.remote_status,
+                "the workspace asked us to wait (Retry-After)",
+                retry_after=scheduler.blocked_until - now_m,
+            )
+        fresh = await client.read(entry.kind, entry.remote_id)
+        self.probes.polled(entry.workspace, entry.kind, fresh.result, fresh.duration)
+        if fresh.retry_after is not None:
+            scheduler.block(self.clock.monotonic() + fresh.retry_after)
+        if fresh.result != "ok":
+            return CancelAnswer(
+                502, entry.remote_status, f"fresh status read failed: {fresh.result}"
+            )
+        verdict = interpret(entry.kind, fresh.body, client.enums[entry.kind])
+        if verdict.can_cancel is not True:
+            return CancelAnswer(
+                409, verdict.remote_status, "the remote status does not allow cancelling"
+            )
+        answer = await client.cancel(entry.remote_id)
+        if answer.retry_after is not None:
+            scheduler.block(self.clock.monotonic() + answer.retry_after)
+        if answer.http_status is not None and 200 <= answer.http_status < 300:
+            self.nudge(tracking_id)
+            return CancelAnswer(202, verdict.remote_status, "cancel accepted by the workspace")
+        if answer.http_status == 409:
+            return CancelAnswer(409, verdict.remote_status, "the workspace refused the cancel")
+        return CancelAnswer(502, verdict.remote_status, f"cancel failed: {answer.result}")
+
+    def nudge(self, tracking_id: str) -> None:
+        """Read soon (after a cancel), still within the rate limit."""
+        entry = self.entries.get(tracking_id)
+        if entry is not None:
+            entry.delay = None
+            soon = self.clock.monotonic() + min(0.2, self.polling.initial_delay_s)
+            self.schedulers[entry.workspace].schedule(entry, min(soon, entry.deadline_mono))
+
+    # -- running ------------------------------------------------------------
+
+    async def refresh_enums(self) -> None:
+        for name, client in self.clients.items():
+            ok = await client.load_enums()
+            for kind, enum_map in client.enums.items():
+                fallback = 1 if enum_map.source == "fallback" else 0
+                self.metrics.enum_source.labels(workspace=name, kind=kind).set(fallback)
+            if ok:
+                log.info("enums read from OpenAPI", extra={"fields": {"workspace": name}})
+
+    async def _enum_refresher(self) -> None:
+        while not self._stop.is_set():
+            fallback = any(
+                m.source == "fallback" for c in self.clients.values() for m in c.enums.values()
+            )
+            wait = (
+                min(30.0, self.polling.openapi_refresh_s)
+                if fallback
+                else (self.polling.openapi_refresh_s)
+            )
+            try:
+                await asyncio.wait_for(self._stop.wait(), wait)
+            except TimeoutError:
+                await self.refresh_enums()
+
+    async def run(self) -> None:
+        async with asyncio.TaskGroup() as tg:
+            for name, scheduler in self.schedulers.items():
+                tg.create_task(scheduler.dispatch(), name=f"dispatch:{name}")
+                for i in range(scheduler.max_in_flight):
+                    self._workers.append(
+                        tg.create_task(scheduler.worker(), name=f"poller:{name}:{i}")
+                    )
+            tg.create_task(self.writer.run(self._writer_stop), name="poll-writer")
+            tg.create_task(self._enum_refresher(), name="enum-refresher")
+
+    async def stop(self, grace_s: float) -> None:
+        """Stop dispatching, let in-flight reads finish within the grace, flush."""
+        self._stop.set()
+        for scheduler in self.schedulers.values():
+            scheduler.stop()
+        pending = [t for t in self._workers if not t.done()]
+        if pending:
+            _, still = await asyncio.wait(pending, timeout=grace_s)
+            if still:
+                log.warning(
+                    "cancelling status reads still in flight after the grace period",
+                    extra={"fields": {"count": len(still)}},
+                )
+                for task in still:
+                    task.cancel()
+                await asyncio.wait(still, timeout=1.0)
+        if self._finishing:
+            await asyncio.wait(list(self._finishing))
+        self._writer_stop.set()

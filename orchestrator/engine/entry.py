@@ -1,0 +1,93 @@
+"""What the engine keeps in memory per active tracking: small on purpose.
+
+At 100,000 active trackings every byte here counts, so the last status body is
+not kept (the store has it); labels and the optional fields share one empty
+dict / None when unused.
+"""
+
+from __future__ import annotations
+
+from orchestrator.store.base import Tracking
+
+_NO_LABELS: dict[str, str] = {}
+
+
+class Entry:
+    __slots__ = (
+        "callback_url",
+        "correlation_id",
+        "created_at",
+        "deadline",
+        "deadline_mono",
+        "delay",
+        "due",
+        "fingerprint",
+        "gen",
+        "kind",
+        "labels",
+        "last_error",
+        "nf_count",
+        "nf_first",
+        "notify",
+        "polls",
+        "remote_id",
+        "remote_status",
+        "tracking_id",
+        "workspace",
+    )
+
+    def __init__(self, t: Tracking, deadline_mono: float) -> None:
+        self.tracking_id = t.tracking_id
+        self.workspace = t.workspace
+        self.kind = t.kind
+        self.remote_id = t.remote_id
+        self.deadline = t.deadline_at
+        self.deadline_mono = deadline_mono
+        self.created_at = t.created_at
+        self.notify = t.notify
+        self.labels = t.labels or _NO_LABELS
+        self.correlation_id = t.correlation_id
+        self.callback_url = t.callback_url
+        self.polls = t.polls
+        self.remote_status = t.remote_status
+        self.last_error = t.last_error
+        self.fingerprint = ""
+        self.delay: float | None = None
+        self.due = 0.0
+        self.gen = 0
+        self.nf_count = 0
+        self.nf_first = 0.0
+
+    def to_tracking(
+        self,
+        *,
+        state: str = "active",
+        outcome: str | None = None,
+        remote: object = None,
+        result: dict[str, object] | None = None,
+        last_polled_at: float | None = None,
+        next_poll_at: float | None = None,
+        terminal_at: float | None = None,
+    ) -> Tracking:
+        return Tracking(
+            tracking_id=self.tracking_id,
+            workspace=self.workspace,
+            kind=self.kind,
+            remote_id=self.remote_id,
+            state=state,  # type: ignore[arg-type]
+            outcome=outcome,  # type: ignore[arg-type]
+            remote_status=self.remote_status,
+            remote=remote,
+            result=result,
+            polls=self.polls,
+            last_polled_at=last_polled_at,
+            next_poll_at=next_poll_at,
+            last_error=self.last_error,
+            deadline_at=self.deadline,
+            created_at=self.created_at,
+            terminal_at=terminal_at,
+            labels=dict(self.labels),
+            correlation_id=self.correlation_id,
+            callback_url=self.callback_url,
+            notify=self.notify,
+        )

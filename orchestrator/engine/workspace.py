@@ -1,0 +1,204 @@
+"""One configured Moltaro workspace: its HTTP reads, its enums, its limits.
+
+Routes always resolve against the workspace's configured base URL; nothing
+from input ever chooses a host.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import orjson
+from yarl import URL
+
+from orchestrator.config import KINDS, WorkspaceConfig
+from orchestrator.engine.backoff import parse_retry_after
+from orchestrator.errors import EnumResolutionError
+from orchestrator.interpret import EnumMap, fallback_enums, resolve_enums
+
+log = logging.getLogger("orchestrator.workspace")
+
+
+@dataclass(slots=True)
+class ReadResult:
+    """One HTTP exchange with the workspace, classified.
+
+    ``result`` is the ``orchestrator_polls_total`` label: ``ok`` and
+    ``not_found`` are answers; everything else is transport trouble, never
+    terminal.
+    """
+
+    result: str
+    http_status: int | None = None
+    body: Any = None
+    retry_after: float | None = None
+    error: dict[str, Any] | None = None
+    duration: float = 0.0
+
+    @property
+    def answered(self) -> bool:
+        """The workspace itself answered (it is up), whatever it said."""
+        return self.http_status is not None and self.http_status < 500
+
+
+def classify_status(status: int) -> str:
+    if status == 404:
+        return "not_found"
+    if status == 429:
+        return "rate_limited"
+    if status >= 500:
+        return "http_5xx"
+    if status in (401, 403):
+        return "unauthorized"
+    # Any other non-200 answer to a status read is not a status body we can
+    # read: treat it as an invalid response and keep polling.
+    return "invalid_response"
+
+
+class WorkspaceClient:
+    def __init__(
+        self,
+        cfg: WorkspaceConfig,
+        session: aiohttp.ClientSession,
+        token: str | None,
+    ) -> None:
+        self.cfg = cfg
+        self.name = cfg.name
+        self._session = session
+        self._headers = {"Accept": "application/json"}
+        if token:
+            self._headers["Authorization"] = f"Bearer {token}"
+        self._timeout = aiohttp.ClientTimeout(total=cfg.request_timeout_s)
+        self._templates = {
+            "function_job": cfg.paths.function_job,
+            "net_operation_build": cfg.paths.net_operation_build,
+            "workspace_ui_build": cfg.paths.workspace_ui_build,
+        }
+        self.enums: dict[str, EnumMap] = {k: fallback_enums(k) for k in KINDS}
+
+    def route_template(self, kind: str) -> str:
+        return self._templates[kind]
+
+    def status_url(self, kind: str, remote_id: str) -> str:
+        return self.cfg.base_url + self._templates[kind].replace("{id}", remote_id)
+
+    def cancel_url(self, remote_id: str) -> str:
+        return self.cfg.base_url + self.cfg.paths.function_job_cancel.replace("{id}", remote_id)
+
+    async def read(self, kind: str, remote_id: str) -> ReadResult:
+        return await self._request("GET", self.status_url(kind, remote_id))
+
+    async def cancel(self, remote_id: str) -> ReadResult:
+        return await self._request("POST", self.cancel_url(remote_id))
+
+    async def _request(self, method: str, url: str) -> ReadResult:
+        started = time.monotonic()
+        try:
+            # encoded=True: the id was validated to URL-safe characters, and
+            # skipping re-quoting keeps the hot path cheap.
+            async with self._session.request(
+                method,
+                URL(url, encoded=True),
+                headers=self._headers,
+                timeout=self._timeout,
+                allow_redirects=False,
+            ) as resp:
+                raw = await resp.read()
+                status = resp.status
+                retry_after_header = resp.headers.get("Retry-After")
+        except TimeoutError:
+            return ReadResult(
+                "timeout",
+                error={"kind": "timeout", "message": f"no answer in {self.cfg.request_timeout_s}s"},
+                duration=time.monotonic() - started,
+            )
+        except (aiohttp.ClientError, OSError) as exc:
+            return ReadResult(
+                "connection",
+                error={"kind": "connection", "message": type(exc).__name__},
+                duration=time.monotonic() - started,
+            )
+        duration = time.monotonic() - started
+        retry_after = (
+            parse_retry_after(retry_after_header, time.time()) if status in (429, 503) else None
+        )
+        if status in (200, 201, 202):
+            try:
+                body = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                return ReadResult(
+                    "invalid_response",
+                    http_status=status,
+                    error={
+                        "kind": "invalid_response",
+                        "message": "body is not JSON",
+                        "status": status,
+                    },
+                    duration=duration,
+                )
+            return ReadResult("ok", http_status=status, body=body, duration=duration)
+        result = classify_status(status)
+        error = None
+        if result != "not_found":
+            error = {"kind": result, "message": f"HTTP {status}", "status": status}
+        body = None
+        if status == 409:
+            # A refused cancel explains itself in the body (its current Status).
+            try:
+                body = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                body = None
+        return ReadResult(
+            result,
+            http_status=status,
+            body=body,
+            retry_after=retry_after,
+            error=error,
+            duration=duration,
+        )
+
+    async def load_enums(self) -> bool:
+        """Resolve every kind's enums from the installed OpenAPI document.
+
+        Returns True when all came from the document. On any failure the
+        documented fallback stays in force (visible in metrics and logs).
+        """
+        url = self.cfg.base_url + self.cfg.openapi_path
+        try:
+            async with self._session.get(
+                URL(url, encoded=True),
+                headers=self._headers,
+                timeout=self._timeout,
+                allow_redirects=False,
+            ) as resp:
+                if resp.status != 200:
+                    raise EnumResolutionError(f"OpenAPI document answered HTTP {resp.status}")
+                document = orjson.loads(await resp.read())
+        except (aiohttp.ClientError, OSError, TimeoutError, orjson.JSONDecodeError) as exc:
+            log.warning(
+                "OpenAPI document unreachable; using documented enum values",
+                extra={"fields": {"workspace": self.name, "error": type(exc).__name__}},
+            )
+            return False
+        except EnumResolutionError as exc:
+            log.warning(
+                "OpenAPI document unusable; using documented enum values",
+                extra={"fields": {"workspace": self.name, "error": str(exc)}},
+            )
+            return False
+        ok = True
+        for kind in KINDS:
+            try:
+                self.enums[kind] = resolve_enums(document, self._templates[kind])
+            except EnumResolutionError as exc:
+                ok = False
+                self.enums[kind] = fallback_enums(kind)
+                log.warning(
+                    "status route not described by OpenAPI; using documented enum values",
+                    extra={"fields": {"workspace": self.name, "kind": kind, "error": str(exc)}},
+                )
+        return ok

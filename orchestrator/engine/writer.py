@@ -1,0 +1,79 @@
+"""The engine's write path: poll results buffered into group commits.
+
+A poll result is not acknowledged to anyone, so it need not be durable before
+the next poll: buffering them turns thousands of polls per second into a few
+transactions. Terminal transitions are written through ``finish`` after the
+buffer is flushed, so a tracking's status_changed events always precede its
+terminal event in the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+
+from orchestrator.errors import StoreError
+from orchestrator.events.bus import EventBus
+from orchestrator.store.base import Finish, PollUpdate, Store
+
+log = logging.getLogger("orchestrator.engine")
+
+
+class PollWriter:
+    def __init__(self, store: Store, bus: EventBus, interval_s: float, max_batch: int) -> None:
+        self._store = store
+        self._bus = bus
+        self._interval = max(interval_s, 0.001)
+        self._max_batch = max_batch
+        self._pending: list[PollUpdate] = []
+        self._kick = asyncio.Event()
+        self._lock = asyncio.Lock()
+
+    def add(self, update: PollUpdate) -> None:
+        self._pending.append(update)
+        if len(self._pending) >= self._max_batch:
+            self._kick.set()
+
+    @property
+    def backlog(self) -> int:
+        return len(self._pending)
+
+    async def flush(self) -> None:
+        """Write everything buffered so far; returns after the commit."""
+        # The lock keeps batches in the order they were taken, so a later
+        # update of a tracking never overtakes an earlier one.
+        async with self._lock:
+            batch, self._pending = self._pending, []
+            if not batch:
+                return
+            try:
+                await self._store.record_polls(batch)
+            except StoreError:
+                # Nothing of the batch was stored: keep it (its status_changed
+                # events included) for the next attempt.
+                self._pending[:0] = batch
+                raise
+        if any(u.event is not None for u in batch):
+            self._bus.publish()
+
+    async def finish(self, items: Sequence[Finish]) -> list[bool]:
+        await self.flush()
+        async with self._lock:
+            done = await self._store.finish(items)
+        if any(done):
+            self._bus.publish()
+        return done
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            self._kick.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._kick.wait(), self._interval)
+            try:
+                await self.flush()
+            except StoreError as exc:
+                log.warning("poll results not stored yet: %s", exc)
+                await asyncio.sleep(min(1.0, self._interval * 100))
+        await self.flush()

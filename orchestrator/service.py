@@ -1,0 +1,214 @@
+"""The composition root of ``orchestrator serve``: build, run, drain.
+
+Start-up: open the store (migrations, lock), read each workspace's enums,
+resume every active tracking, then listen. Every background task is named and
+supervised: one that dies is logged, takes the service to not-ready and stops
+it with exit code 1. Shutdown has three phases: stop intake and claiming; let
+in-flight reads and deliveries finish within the grace period; cancel what is
+left and flush the store. Terminal writes are shielded from cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import os
+import signal
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from orchestrator.api.app import create_app
+from orchestrator.clock import SystemClock
+from orchestrator.config import Settings, api_tokens, split_listen
+from orchestrator.engine.engine import Engine
+from orchestrator.engine.workspace import WorkspaceClient
+from orchestrator.errors import ConfigError
+from orchestrator.events.bus import EventBus
+from orchestrator.events.cloudevents import EventFactory
+from orchestrator.events.delivery import DeliveryService
+from orchestrator.events.pruner import run_pruner
+from orchestrator.logs import register_secret
+from orchestrator.looplag import LoopLagMonitor
+from orchestrator.metrics import Metrics
+from orchestrator.runtime import Runtime
+from orchestrator.store.sqlite import SqliteStore
+
+log = logging.getLogger("orchestrator.service")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_auth_rule(settings: Settings, tokens: frozenset[str]) -> None:
+    host, _ = split_listen(settings.server.listen)
+    if not tokens and not settings.server.allow_unauthenticated and not is_loopback(host):
+        raise ConfigError(
+            f"server.api_tokens_env: no API token in ${settings.server.api_tokens_env} and "
+            f"server.listen {settings.server.listen} is not loopback; set a token or "
+            "server.allow_unauthenticated = true"
+        )
+
+
+def _register_secrets(settings: Settings, tokens: frozenset[str]) -> None:
+    for token in tokens:
+        register_secret(token)
+    names = [w.token_env for w in settings.workspaces]
+    names += [s.secret_env for s in settings.events.sinks if s.secret_env]
+    names.append(settings.events.callback_secret_env)
+    for name in names:
+        register_secret(os.environ.get(name))
+
+
+class Service:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.tokens = api_tokens(settings)
+        check_auth_rule(settings, self.tokens)
+        _register_secrets(settings, self.tokens)
+        self.stop_requested = asyncio.Event()
+        self.failed = False
+        self.port: int | None = None
+
+    def request_stop(self) -> None:
+        self.stop_requested.set()
+
+    async def run(self, on_ready: Callable[[Service], Awaitable[None]] | None = None) -> int:
+        s = self.settings
+        clock = SystemClock()
+        store = SqliteStore(
+            s.store.path,
+            commit_interval_s=s.store.commit_interval_s,
+            max_batch=s.store.max_batch,
+            synchronous=s.store.synchronous,
+        )
+        await store.open()
+        metrics = Metrics()
+        metrics.preinitialise(
+            [w.name for w in s.workspaces], [sink.name for sink in s.events.sinks] + ["callback"]
+        )
+        bus = EventBus()
+        total_in_flight = sum(w.max_in_flight for w in s.workspaces)
+        session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=total_in_flight + 8, ttl_dns_cache=300),
+            trust_env=False,
+        )
+        runner: web.AppRunner | None = None
+        try:
+            clients = {
+                w.name: WorkspaceClient(w, session, os.environ.get(w.token_env) or None)
+                for w in s.workspaces
+            }
+            engine = Engine(s, store, clock, metrics, bus, EventFactory(s.events), clients)
+            await engine.refresh_enums()
+            active = await store.load_active()
+            engine.resume(active)
+            log.info("resumed active trackings", extra={"fields": {"count": len(active)}})
+            deliveries = DeliveryService(store, s.events, metrics, clock, bus)
+            runtime = Runtime(
+                settings=s,
+                store=store,
+                clock=clock,
+                metrics=metrics,
+                bus=bus,
+                api_tokens=self.tokens,
+                engine=engine,
+                deliveries=deliveries,
+            )
+            app = create_app(runtime)
+            runner = web.AppRunner(app, access_log=None, handle_signals=False)
+            await runner.setup()
+            host, port = split_listen(s.server.listen)
+            site = web.TCPSite(runner, host, port, reuse_address=True)
+            await site.start()
+            server = getattr(site, "_server", None)
+            sockets = getattr(server, "sockets", None) or []
+            self.port = sockets[0].getsockname()[1] if sockets else port
+            metrics.ready.set(1)
+            log.info("listening", extra={"fields": {"listen": f"{host}:{self.port}"}})
+            await self._supervise(runtime, engine, deliveries, on_ready)
+        finally:
+            if runner is not None:
+                await runner.cleanup()
+            await session.close()
+            await store.close()
+        log.info("stopped", extra={"fields": {"failed": self.failed}})
+        return 1 if self.failed else 0
+
+    async def _supervise(
+        self,
+        runtime: Runtime,
+        engine: Engine,
+        deliveries: DeliveryService,
+        on_ready: Callable[[Service], Awaitable[None]] | None,
+    ) -> None:
+        s = self.settings
+        side_stop = asyncio.Event()
+        tasks: dict[str, asyncio.Task[Any]] = {}
+
+        def spawn(name: str, coro: Coroutine[Any, Any, Any]) -> None:
+            task = asyncio.create_task(coro, name=name)
+            tasks[name] = task
+
+            def done(t: asyncio.Task[Any]) -> None:
+                if t.cancelled() or self.stop_requested.is_set():
+                    return
+                exc = t.exception()
+                # A background task must only end when asked to; ending early
+                # (with or without an error) is a failure of the service.
+                log.error(
+                    "background task ended unexpectedly",
+                    exc_info=exc,
+                    extra={"fields": {"task": name}},
+                )
+                runtime.failed_tasks.append(name)
+                self.failed = True
+                self.stop_requested.set()
+
+            task.add_done_callback(done)
+
+        spawn("engine", engine.run())
+        spawn("deliveries", deliveries.run())
+        spawn("pruner", run_pruner(runtime.store, s.events, runtime.clock, side_stop))
+        spawn("loop-lag", LoopLagMonitor(runtime.metrics).run(side_stop))
+
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            # Not possible off the main thread (tests run the service in-process).
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self.stop_requested.set)
+        if on_ready is not None:
+            await on_ready(self)
+        await self.stop_requested.wait()
+
+        # Phase 1: stop intake (503) and claiming.
+        runtime.draining = True
+        runtime.metrics.ready.set(0)
+        log.info("draining", extra={"fields": {"grace_s": s.server.shutdown_grace_s}})
+        deliveries.stop(s.server.shutdown_grace_s)
+        side_stop.set()
+        # Phase 2: in-flight reads finish within the grace period; the engine
+        # flushes poll results and waits for shielded terminal writes.
+        await engine.stop(s.server.shutdown_grace_s)
+        # Phase 3: anything still running after the hard deadline is cancelled.
+        pending = [t for t in tasks.values() if not t.done()]
+        if pending:
+            _, still = await asyncio.wait(pending, timeout=s.server.shutdown_hard_s)
+            for task in still:
+                log.warning("cancelled at shutdown", extra={"fields": {"task": task.get_name()}})
+                task.cancel()
+            if still:
+                await asyncio.wait(still, timeout=1.0)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(sig)
