@@ -18,7 +18,6 @@ of poll updates a second fit in a few dozen transactions.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import sqlite3
 from collections import deque
@@ -132,9 +131,7 @@ class GroupCommitWriter:
         if self._task is not None and not self._task.done():
             self._queue.append(_Pending(None, 1, loop.create_future()))
             self._wakeup.set()
-            # A writer that died was already logged and recorded by _run.
-            with contextlib.suppress(Exception):
-                await asyncio.shield(self._task)
+            await asyncio.wait([self._task])
         if self._conn is not None and self._executor is not None:
             await loop.run_in_executor(self._executor, self._conn.close)
             self._conn = None
@@ -146,6 +143,8 @@ class GroupCommitWriter:
         try:
             await self._loop()
         except BaseException as exc:
+            # Never silent: recorded (every later submit raises StoreUnavailable), logged,
+            # and every caller still waiting is failed rather than left hanging.
             self._failure = exc
             log.error("store writer %s died: %r", self._name, exc, exc_info=exc)
             error = StoreUnavailable(f"store writer stopped: {exc!r}")
@@ -153,7 +152,8 @@ class GroupCommitWriter:
                 _settle(pending.future, error=error)
             while self._queue:
                 _settle(self._queue.popleft().future, error=error)
-            raise
+            if isinstance(exc, asyncio.CancelledError):
+                raise
 
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
