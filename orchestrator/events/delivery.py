@@ -275,10 +275,9 @@ class DeliveryService:
         assert self._session is not None
         body = delivery.payload
         headers = {"Content-Type": CONTENT_TYPE, "User-Agent": USER_AGENT}
-        if dest.secret is not None:
-            # Signed per attempt: the timestamp is fresh, the id and body never change.
-            stamp = int(self._clock.now())
-            headers.update(webhook_headers(dest.secret, delivery.event_id, stamp, body))
+        # Signed per attempt: the timestamp is fresh, the id and body never change.
+        stamp = int(self._clock.now())
+        headers.update(webhook_headers(dest.secret, delivery.event_id, stamp, body))
         try:
             async with self._session.post(
                 url, data=body, headers=headers, allow_redirects=False, timeout=self._timeout

@@ -39,9 +39,12 @@ def signature(key: bytes, msg_id: str, timestamp: int, body: bytes) -> str:
     return "v1," + base64.b64encode(digest).decode("ascii")
 
 
-def webhook_headers(key: bytes, msg_id: str, timestamp: int, body: bytes) -> dict[str, str]:
-    return {
-        "webhook-id": msg_id,
-        "webhook-timestamp": str(timestamp),
-        "webhook-signature": signature(key, msg_id, timestamp, body),
-    }
+def webhook_headers(key: bytes | None, msg_id: str, timestamp: int, body: bytes) -> dict[str, str]:
+    """The Standard Webhooks headers; ``webhook-signature`` only with a key.
+
+    The id goes out unsigned too: receivers deduplicate redeliveries on it.
+    """
+    headers = {"webhook-id": msg_id, "webhook-timestamp": str(timestamp)}
+    if key is not None:
+        headers["webhook-signature"] = signature(key, msg_id, timestamp, body)
+    return headers

@@ -1,0 +1,518 @@
+"""Delivery workers against real sink servers on 127.0.0.1 and a real SQLite store.
+
+Every request a sink receives is verified with the ``standardwebhooks`` package
+and parsed with the ``cloudevents`` SDK.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from email.utils import format_datetime, parsedate_to_datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from cloudevents.core.bindings.http import HTTPMessage, from_http_event
+from standardwebhooks import Webhook
+
+from orchestrator.api.events_routes import add_event_routes
+from orchestrator.clock import SystemClock
+from orchestrator.config import EventsConfig, Settings, SinkConfig
+from orchestrator.errors import ApiProblem
+from orchestrator.events.bus import EventBus
+from orchestrator.events.cloudevents import EventFactory
+from orchestrator.events.delivery import DeliveryService
+from orchestrator.metrics import Metrics
+from orchestrator.runtime import RUNTIME, Runtime
+from orchestrator.store import Finish, MemoryStore, NewEvent, NewTracking, SqliteStore, Store
+
+SINK_SECRET = "whsec_" + base64.b64encode(b"sink-secret-of-32-bytes-exactly!").decode()
+CALLBACK_SECRET = "whsec_" + base64.b64encode(b"callback-secret-32-bytes-long!!!").decode()
+
+
+# -- a sink server ------------------------------------------------------------------------
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    hang_s: float = 0.0
+
+
+@dataclass
+class Hit:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    at: float
+
+    @property
+    def event_id(self) -> str:
+        return self.headers["webhook-id"]
+
+
+Responder = Callable[[Hit, int], Reply]  # (hit, how many earlier hits this event had)
+
+
+class Sink:
+    def __init__(self, respond: Responder | None = None) -> None:
+        self.respond: Responder = respond or (lambda hit, n: Reply())
+        self.hits: list[Hit] = []
+        self.release = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    async def start(self, port: int = 0) -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, shutdown_timeout=1)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", port, reuse_address=True)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+
+    async def stop(self) -> None:
+        self.release.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def url(self, path: str = "/hooks") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def by_event(self, path: str = "/hooks") -> dict[str, list[Hit]]:
+        out: dict[str, list[Hit]] = {}
+        for hit in self.hits:
+            if hit.path == path:
+                out.setdefault(hit.event_id, []).append(hit)
+        return out
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        hit = Hit(request.path, dict(request.headers), body, time.time())
+        earlier = sum(
+            1
+            for h in self.hits
+            if h.headers.get("webhook-id") == hit.headers.get("webhook-id") and h.path == hit.path
+        )
+        self.hits.append(hit)
+        reply = self.respond(hit, earlier)
+        if reply.hang_s:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.release.wait(), reply.hang_s)
+        return web.Response(status=reply.status, headers=reply.headers)
+
+
+def verify(hit: Hit, secret: str) -> Any:
+    """Signature, content type and CloudEvent shape of one received request."""
+    assert hit.headers["Content-Type"] == "application/cloudevents+json"
+    Webhook(secret).verify(hit.body, hit.headers)
+    event = from_http_event(HTTPMessage(headers=hit.headers, body=hit.body))
+    assert event.get_id() == hit.headers["webhook-id"]
+    assert event.get_specversion() == "1.0"
+    return event
+
+
+# -- fixtures and helpers -------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    s = SqliteStore(tmp_path / "orchestrator.db")
+    await s.open()
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+async def sink() -> AsyncIterator[Sink]:
+    s = Sink()
+    await s.start()
+    yield s
+    await s.stop()
+
+
+def events_config(*sinks: SinkConfig, **over: Any) -> EventsConfig:
+    base: dict[str, Any] = {
+        "retry_schedule_s": [0.05, 0.1],
+        "delivery_timeout_s": 2.0,
+        "callback_allowlist": ["http://127.0.0.1:"],
+        "sinks": list(sinks),
+    }
+    base.update(over)
+    return EventsConfig(**base)
+
+
+class Harness:
+    def __init__(self, store: Store, events: EventsConfig, secrets: dict[str, str]) -> None:
+        self.store = store
+        self.events = events
+        self.bus = EventBus()
+        self.metrics = Metrics()
+        self.clock = SystemClock()
+        self.factory = EventFactory(events)
+        self.service = DeliveryService(
+            store, events, self.metrics, self.clock, self.bus, secrets=secrets
+        )
+
+    async def emit(self, n: int, callback_url: str | None = None) -> list[NewEvent]:
+        now = time.time()
+        items = [
+            NewTracking(
+                tracking_id=f"trk_{uuid.uuid4().hex}",
+                workspace="default",
+                kind="function_job",
+                remote_id=f"J-{uuid.uuid4().hex}",
+                deadline_at=now + 3600,
+                created_at=now,
+                next_poll_at=now,
+                callback_url=callback_url,
+            )
+            for _ in range(n)
+        ]
+        finishes = []
+        for tracking, created in await self.store.create_trackings(items):
+            assert created
+            done = replace(
+                tracking, state="terminal", outcome="succeeded", terminal_at=now, result={}
+            )
+            event = self.factory.terminal(done, now)
+            finishes.append(Finish(tracking.tracking_id, "succeeded", now, result={}, event=event))
+        assert all(await self.store.finish(finishes))
+        self.bus.publish()
+        return [f.event for f in finishes]
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        task = asyncio.create_task(self.service.run(), name="test:deliveries")
+        try:
+            yield
+        finally:
+            self.service.stop(grace_s=1.0)
+            await asyncio.wait_for(task, 15)
+
+    async def states(self) -> dict[str, list[str]]:
+        """Delivery states by event id."""
+        items, cursor, out = [], None, {}
+        while True:
+            page, cursor = await self.store.list_deliveries(None, 1000, cursor)
+            items.extend(page)
+            if cursor is None:
+                break
+        for d in items:
+            out.setdefault(d.event_id, []).append(d.state)
+        return out
+
+    def sample(self, name: str, **labels: str) -> float:
+        value = self.metrics.registry.get_sample_value(name, labels)
+        return value or 0.0
+
+
+async def until(check: Callable[[], Awaitable[bool]], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
+
+
+def all_in(h: Harness, state: str, count: int) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        states = await h.states()
+        return sum(s.count(state) for s in states.values()) == count
+
+    return check
+
+
+# -- tests ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "memory"])
+async def test_every_event_reaches_every_sink_and_callback_signed(
+    backend: str, tmp_path: Path, sink: Sink
+) -> None:
+    store: Store = SqliteStore(tmp_path / "o.db") if backend == "sqlite" else MemoryStore()
+    await store.open()
+    try:
+        cfg = events_config(
+            SinkConfig(name="signed", url=sink.url("/signed"), secret_env="X_SINK"),
+            SinkConfig(name="plain", url=sink.url("/plain")),
+        )
+        h = Harness(store, cfg, {"sink:signed": SINK_SECRET, "callback": CALLBACK_SECRET})
+        async with h.running():
+            events = await h.emit(15) + await h.emit(5, callback_url=sink.url("/cb"))
+            await until(all_in(h, "delivered", 15 * 2 + 5 * 3))
+            await until(lambda: _gauge_zero(h))
+
+        payloads = {e.event_id: e.payload for e in events}
+        signed, plain, cb = sink.by_event("/signed"), sink.by_event("/plain"), sink.by_event("/cb")
+        assert set(signed) == set(plain) == set(payloads)
+        assert set(cb) == {e.event_id for e in events[15:]}
+        for hits in signed.values():
+            for hit in hits:
+                event = verify(hit, SINK_SECRET)
+                assert hit.body == payloads[event.get_id()]
+        for hits in cb.values():
+            for hit in hits:
+                verify(hit, CALLBACK_SECRET)
+        for hits in plain.values():
+            assert all("webhook-signature" not in hit.headers for hit in hits)
+
+        assert (
+            h.sample("orchestrator_event_deliveries_total", sink="signed", result="delivered") == 20
+        )
+        assert (
+            h.sample("orchestrator_event_deliveries_total", sink="callback", result="delivered")
+            == 5
+        )
+        assert h.sample("orchestrator_event_delivery_latency_seconds_count", sink="plain") == 20
+        label_values = {
+            s.labels.get("sink")
+            for m in h.metrics.registry.collect()
+            for s in m.samples
+            if "sink" in s.labels
+        }
+        assert label_values == {"signed", "plain", "callback"}
+    finally:
+        await store.close()
+
+
+async def _gauge_zero(h: Harness) -> bool:
+    return (
+        all(
+            h.sample("orchestrator_event_outbox_pending", sink=s) == 0
+            for s in ("signed", "plain", "callback")
+        )
+        and (await h.store.outbox_pending_counts()) == {}
+    )
+
+
+async def test_sink_down_then_up_gets_every_event_with_stable_id_and_body(
+    store: Store,
+) -> None:
+    port = free_port()
+    sink = Sink()
+    cfg = events_config(
+        SinkConfig(name="main", url=f"http://127.0.0.1:{port}/hooks", secret_env="X"),
+        delivery_timeout_s=0.3,
+    )
+    h = Harness(store, cfg, {"sink:main": SINK_SECRET})
+
+    async def refused_twice() -> bool:
+        pending, _ = await store.list_deliveries("pending", 1000, None)
+        return len(pending) == 12 and all(d.attempts >= 2 for d in pending)
+
+    def flaky(hit: Hit, earlier: int) -> Reply:
+        # first a hang past the attempt timeout, then a 500, then a 503 without
+        # Retry-After, then success
+        return [Reply(hang_s=2.0), Reply(500), Reply(503), Reply()][min(earlier, 3)]
+
+    try:
+        async with h.running():
+            events = await h.emit(12)
+            await until(refused_twice)  # connection refused while the sink is down
+            sink.respond = flaky
+            await sink.start(port)
+            await until(all_in(h, "delivered", 12))
+    finally:
+        await sink.stop()
+
+    by_event = sink.by_event()
+    assert set(by_event) == {e.event_id for e in events}
+    payloads = {e.event_id: e.payload for e in events}
+    for event_id, hits in by_event.items():
+        assert len(hits) >= 4
+        for hit in hits:
+            assert verify(hit, SINK_SECRET).get_id() == event_id
+            assert hit.body == payloads[event_id]
+    delivered, _ = await store.list_deliveries("delivered", 1000, None)
+    assert all(d.attempts >= 6 and d.last_status == 200 for d in delivered)
+    assert h.sample("orchestrator_event_deliveries_total", sink="main", result="retry") >= 12 * 5
+
+
+async def test_410_stops_that_destination_for_that_event(store: Store, sink: Sink) -> None:
+    gone: set[str] = set()
+
+    def respond(hit: Hit, earlier: int) -> Reply:
+        return Reply(410 if hit.path == "/a" and hit.event_id in gone else 200)
+
+    sink.respond = respond
+    cfg = events_config(
+        SinkConfig(name="a", url=sink.url("/a"), secret_env="X"),
+        SinkConfig(name="b", url=sink.url("/b"), secret_env="X"),
+    )
+    h = Harness(store, cfg, {"sink:a": SINK_SECRET, "sink:b": SINK_SECRET})
+    async with h.running():
+        events = await h.emit(6)
+        gone.update(e.event_id for e in events[:3])
+        await until(all_in(h, "delivered", 9))
+        await until(all_in(h, "dead", 3))
+        await asyncio.sleep(0.5)  # many retry periods: nothing more may arrive
+
+    a, b = sink.by_event("/a"), sink.by_event("/b")
+    assert all(len(a[e.event_id]) == 1 for e in events)
+    assert set(b) == {e.event_id for e in events}
+    dead, _ = await store.list_deliveries("dead", 100, None)
+    assert {d.event_id for d in dead} == gone
+    assert all(d.destination == "sink:a" and d.last_status == 410 for d in dead)
+    assert h.sample("orchestrator_event_deliveries_total", sink="a", result="dead") == 3
+
+
+async def test_429_and_503_retry_after_is_respected(store: Store, sink: Sink) -> None:
+    first: dict[str, Reply] = {}
+
+    def respond(hit: Hit, earlier: int) -> Reply:
+        return first[hit.event_id] if earlier == 0 else Reply()
+
+    sink.respond = respond
+    cfg = events_config(SinkConfig(name="main", url=sink.url(), secret_env="X"))
+    h = Harness(store, cfg, {"sink:main": SINK_SECRET})
+    seconds, date = await h.emit(1), await h.emit(1)
+    when = format_datetime(datetime.fromtimestamp(int(time.time()) + 2, UTC), usegmt=True)
+    first[seconds[0].event_id] = Reply(429, {"Retry-After": "1"})
+    first[date[0].event_id] = Reply(503, {"Retry-After": when})
+    async with h.running():
+        await until(all_in(h, "delivered", 2))
+
+    hits = sink.by_event()
+    s1, s2 = hits[seconds[0].event_id]
+    assert s2.at - s1.at >= 1.0 - 0.01  # tolerance only for clock granularity
+    d1, d2 = hits[date[0].event_id]
+    assert d2.at >= parsedate_to_datetime(when).timestamp() - 0.01
+    for hit in (s1, s2, d1, d2):
+        verify(hit, SINK_SECRET)
+
+
+async def test_redirects_are_not_followed(store: Store, sink: Sink) -> None:
+    sink.respond = lambda hit, n: (
+        Reply(307, {"Location": sink.url("/elsewhere")}) if hit.path == "/hooks" else Reply()
+    )
+    cfg = events_config(SinkConfig(name="main", url=sink.url(), secret_env="X", max_age_s=0.5))
+    h = Harness(store, cfg, {"sink:main": SINK_SECRET})
+    async with h.running():
+        await h.emit(2)
+        await until(all_in(h, "dead", 2))
+
+    assert sink.by_event("/elsewhere") == {}
+    dead, _ = await store.list_deliveries("dead", 100, None)
+    assert all(d.last_status == 307 and d.attempts >= 2 for d in dead)
+
+
+@contextlib.asynccontextmanager
+async def api(h: Harness) -> AsyncIterator[str]:
+    @web.middleware
+    async def problems(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except ApiProblem as p:
+            return web.json_response(
+                p.to_body(), status=p.status, content_type="application/problem+json"
+            )
+
+    app = web.Application(middlewares=[problems])
+    app[RUNTIME] = Runtime(
+        settings=Settings(events=h.events),
+        store=h.store,
+        clock=h.clock,
+        metrics=h.metrics,
+        bus=h.bus,
+        deliveries=h.service,
+    )
+    add_event_routes(app)
+    runner = web.AppRunner(app, shutdown_timeout=1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()
+
+
+async def test_dead_delivery_redriven_through_the_api_arrives(store: Store, sink: Sink) -> None:
+    healthy = False
+    sink.respond = lambda hit, n: Reply(200 if healthy else 500)
+    cfg = events_config(SinkConfig(name="main", url=sink.url(), secret_env="X", max_age_s=0.3))
+    h = Harness(store, cfg, {"sink:main": SINK_SECRET})
+    async with h.running(), api(h) as base, aiohttp.ClientSession() as http:
+        (event,) = await h.emit(1)
+        await until(all_in(h, "dead", 1))
+
+        async with http.get(f"{base}/v1/deliveries", params={"state": "dead"}) as r:
+            assert r.status == 200
+            listed = await r.json()
+        (item,) = listed["items"]
+        assert listed["next_cursor"] is None
+        assert item["event_id"] == event.event_id and item["state"] == "dead"
+        assert item["destination"] == "sink:main" and item["last_status"] == 500
+        assert item["url"] == sink.url() and item["next_attempt_at"] is None
+        assert SINK_SECRET not in str(listed)
+
+        healthy = True
+        async with http.post(f"{base}/v1/deliveries/{item['delivery_id']}/retry") as r:
+            assert r.status == 202
+            assert (await r.json())["state"] == "pending"
+        await until(all_in(h, "delivered", 1))
+        async with http.post(f"{base}/v1/deliveries/{item['delivery_id']}/retry") as r:
+            assert r.status == 409
+            assert r.content_type == "application/problem+json"
+        async with http.post(f"{base}/v1/deliveries/999999/retry") as r:
+            assert r.status == 404
+        async with http.get(f"{base}/v1/deliveries", params={"state": "lost"}) as r:
+            assert r.status == 400 and (await r.json())["field"] == "state"
+        async with http.get(f"{base}/v1/deliveries", params={"cursor": "%%%"}) as r:
+            assert r.status == 400 and (await r.json())["field"] == "cursor"
+        async with http.get(f"{base}/v1/deliveries", params={"state": "delivered"}) as r:
+            (done,) = (await r.json())["items"]
+            assert done["delivered_at"] is not None and done["last_status"] == 200
+
+    last = sink.by_event()[event.event_id][-1]
+    assert verify(last, SINK_SECRET).get_id() == event.event_id
+    assert last.body == event.payload
+
+
+async def test_stop_is_bounded_and_leaves_the_delivery_due(store: Store, sink: Sink) -> None:
+    sink.respond = lambda hit, n: Reply(hang_s=60)
+    cfg = events_config(SinkConfig(name="main", url=sink.url()), delivery_timeout_s=30)
+    h = Harness(store, cfg, {})
+    task = asyncio.create_task(h.service.run())
+    await h.emit(1)
+    await until(lambda: _hits(sink, 1))
+    h.service.stop(grace_s=0.2)
+    await asyncio.wait_for(task, 10)  # far below the 30 s attempt timeout
+    (pending,), _ = await store.list_deliveries("pending", 10, None)
+    assert pending.attempts == 0  # the lease, not a recorded failure, brings it back
+
+
+async def _hits(sink: Sink, n: int) -> bool:
+    return len(sink.hits) >= n
+
+
+async def test_sink_removed_from_configuration_drains_to_dead(store: Store, sink: Sink) -> None:
+    old = Harness(store, events_config(SinkConfig(name="old", url=sink.url())), {})
+    await old.emit(2)  # never delivered: the service is not running
+    h = Harness(store, events_config(SinkConfig(name="new", url=sink.url())), {})
+    async with h.running():
+        await until(all_in(h, "dead", 2))
+    dead, _ = await store.list_deliveries("dead", 10, None)
+    assert {d.destination for d in dead} == {"sink:old"}
+    assert sink.hits == []
