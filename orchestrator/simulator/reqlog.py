@@ -1,0 +1,44 @@
+"""Per-id request log and per-route counters, bounded and cheap to append to."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+PER_ID = 10_000
+MAX_IDS = 200_000
+
+
+class RequestLog:
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self._by_id: dict[str, deque[tuple[float, str, str, str, int]]] = {}
+        self._counts: dict[tuple[str, int], int] = {}
+
+    def count(self, route: str, status: int) -> None:
+        key = (route, status)
+        self._counts[key] = self._counts.get(key, 0) + 1
+
+    def record(self, rid: str, t: float, method: str, path: str, route: str, status: int) -> None:
+        entries = self._by_id.get(rid)
+        if entries is None:
+            if len(self._by_id) >= MAX_IDS:
+                del self._by_id[next(iter(self._by_id))]  # the oldest id goes first
+            entries = self._by_id[rid] = deque(maxlen=PER_ID)
+        entries.append((t, method, path, route, status))
+
+    def requests(self, rid: str) -> list[dict[str, Any]]:
+        return [
+            {"t": t, "method": m, "path": p, "route": r, "status": s}
+            for t, m, p, r, s in self._by_id.get(rid, ())
+        ]
+
+    def stats(self) -> dict[str, Any]:
+        routes: dict[str, dict[str, int]] = {}
+        for (route, status), n in sorted(self._counts.items()):
+            routes.setdefault(route, {})[str(status)] = n
+        return {"routes": routes, "total": sum(self._counts.values())}
+
+    def clear(self) -> None:
+        self._by_id.clear()
+        self._counts.clear()

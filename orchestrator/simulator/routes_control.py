@@ -1,0 +1,316 @@
+"""The ``/_sim/`` control API: settings, faults, scripted timelines, schedules, request log."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from aiohttp import web
+
+from orchestrator.simulator import catalog
+from orchestrator.simulator.bodies import BadRequest, field, opt_bool, opt_str, read_object
+from orchestrator.simulator.cron import Cron, CronError
+from orchestrator.simulator.enums import CONTRACT, JOB_SOURCE, NET_BUILD_KIND, UI_BUILD_KIND
+from orchestrator.simulator.faults import FaultRuleError, parse_rules
+from orchestrator.simulator.keys import STATE
+from orchestrator.simulator.model import JobMeta
+from orchestrator.simulator.present import json_response, present, problem
+from orchestrator.simulator.profiles import (
+    Profile,
+    build_behaviour_with,
+    builtin_profiles,
+    job_behaviour_with,
+)
+from orchestrator.simulator.schedules import Schedule
+from orchestrator.simulator.scripted import ScriptedBuild, ScriptedJob, ScriptError
+from orchestrator.simulator.state import valid_id
+
+_SCRIPT_KINDS = {
+    "function_job": ("job", "/api/workspace/functions/jobs/{}"),
+    "net_operation_build": ("net", "/api/workspace/admin/net-operation-project/builds/{}"),
+    "workspace_ui_build": ("ui", "/api/workspace/admin/ui-project/builds/{}"),
+}
+
+
+async def reset(request: web.Request) -> web.Response:
+    request.app[STATE].reset()
+    return json_response({"reset": True})
+
+
+def _settings_body(request: web.Request) -> dict[str, Any]:
+    st = request.app[STATE]
+    return {
+        "camel_case": st.settings.camel_case,
+        "enums_as_names": st.settings.enums_as_names,
+        "request_log": st.log.enabled,
+    }
+
+
+async def get_settings(request: web.Request) -> web.Response:
+    return json_response(_settings_body(request))
+
+
+async def put_settings(request: web.Request) -> web.Response:
+    st = request.app[STATE]
+    body = await read_object(request, required=True)
+    unknown = set(body) - {"camel_case", "enums_as_names", "request_log"}
+    if unknown:
+        raise BadRequest(f"Unknown setting {sorted(unknown)[0]!r}.")
+    values = {k: opt_bool(body, k) for k in body}
+    if values.get("camel_case") is not None:
+        st.settings.camel_case = bool(values["camel_case"])
+    if values.get("enums_as_names") is not None:
+        st.settings.enums_as_names = bool(values["enums_as_names"])
+    if values.get("request_log") is not None:
+        st.log.enabled = bool(values["request_log"])
+    st.settings.version += 1
+    return json_response(_settings_body(request))
+
+
+async def get_faults(request: web.Request) -> web.Response:
+    return json_response({"rules": [r.as_json() for r in request.app[STATE].faults.rules]})
+
+
+async def put_faults(request: web.Request) -> web.Response:
+    st = request.app[STATE]
+    try:
+        rules = parse_rules(await read_object(request, required=True))
+    except FaultRuleError as exc:
+        raise BadRequest(str(exc)) from None
+    st.faults.replace(rules, st.clock())
+    return json_response({"rules": [r.as_json() for r in rules]})
+
+
+async def script(request: web.Request) -> web.Response:
+    st = request.app[STATE]
+    body = await read_object(request, required=True)
+    kind = body.get("kind")
+    if kind not in _SCRIPT_KINDS:
+        raise BadRequest(f"kind must be one of {sorted(_SCRIPT_KINDS)}.")
+    short, url = _SCRIPT_KINDS[kind]
+    rid = body.get("id")
+    if rid is not None and (not isinstance(rid, str) or not valid_id(rid)):
+        raise BadRequest("id must match [A-Za-z0-9._:-]{1,200}.")
+    if rid is not None and (rid in st.jobs or st.find_build(rid) is not None):
+        return problem(409, f"The id {rid!r} is already in use.")
+    now = st.clock()
+    try:
+        if short == "job":
+            key = body.get("function_key") or "scripted.job"
+            if not isinstance(key, str) or not valid_id(key):
+                raise BadRequest("function_key must be a valid function key.")
+            meta = JobMeta(
+                job_id=rid or st.new_id("job"),
+                function_key=key,
+                business_function_id=_function_id(key),
+                created_at=now,
+                correlation_id=opt_str(body, "correlation_id"),
+                timeout_seconds=300,
+                max_attempts=_int(body, "max_attempts", 3),
+                retry_delay_s=5.0,
+            )
+            st.add_job(ScriptedJob(meta, body.get("steps"), st.new_id))
+            rid = meta.job_id
+        else:
+            enum = NET_BUILD_KIND if short == "net" else UI_BUILD_KIND
+            raw_kind = body.get("build_kind", "Build")
+            build_kind = enum.parse(raw_kind)
+            if build_kind is None:
+                raise BadRequest(f"build_kind must be one of {[n for n, _ in enum.members]}.")
+            rid = rid or st.new_id("bld")
+            st.builds[short][rid] = ScriptedBuild(rid, short, build_kind, now, body.get("steps"))
+    except ScriptError as exc:
+        raise BadRequest(str(exc)) from None
+    request["sim_id"] = rid
+    return json_response({"id": rid, "kind": kind, "status_url": url.format(rid)}, status=201)
+
+
+def _int(body: dict[str, Any], name: str, default: int) -> int:
+    value = body.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100:
+        raise BadRequest(f"{name} must be an integer from 1 to 100.")
+    return value
+
+
+def _function_id(key: str) -> str:
+    row = catalog.FUNCTIONS_BY_KEY.get(key)
+    return row.business_function_id if row is not None else catalog.ad_hoc_function_id(key)
+
+
+async def create_job(request: web.Request) -> web.Response:
+    """Enqueue as any source would (trigger, action, test...): for discovery and admin tests."""
+    st = request.app[STATE]
+    body = await read_object(request, required=True)
+    key = opt_str(body, "FunctionKey")
+    if key is None or not valid_id(key):
+        raise BadRequest("FunctionKey is required.")
+    source = JOB_SOURCE.parse(field(body, "Source") if field(body, "Source") is not None else 0)
+    if source is None:
+        raise BadRequest(f"Source must be one of {[n for n, _ in JOB_SOURCE.members]}.")
+    job, _ = st.enqueue(
+        key,
+        now=st.clock(),
+        source=source,
+        correlation_id=opt_str(body, "CorrelationId"),
+        dedup_key=opt_str(body, "DeduplicationKey"),
+        schedule_id=opt_str(body, "ScheduleId"),
+        trigger_binding_id=opt_str(body, "TriggerBindingId"),
+    )
+    request["sim_id"] = job.meta.job_id
+    view = job.view(st.clock())
+    return json_response(present(view.body if view else {}, "job", st.settings), status=201)
+
+
+async def requests_log(request: web.Request) -> web.Response:
+    rid = request.query.get("id")
+    if not rid:
+        raise BadRequest("The id query parameter is required.")
+    return json_response({"requests": request.app[STATE].log.requests(rid)})
+
+
+async def stats(request: web.Request) -> web.Response:
+    st = request.app[STATE]
+    return json_response({**st.log.stats(), **st.describe()})
+
+
+async def create_schedule(request: web.Request) -> web.Response:
+    st = request.app[STATE]
+    body = await read_object(request, required=True)
+    sid = opt_str(body, "ScheduleId") or st.new_id("sch")
+    if not valid_id(sid):
+        raise BadRequest("ScheduleId must match [A-Za-z0-9._:-]{1,200}.")
+    if sid in st.schedules.schedules:
+        return problem(409, f"The schedule {sid!r} already exists.")
+    fid, key = opt_str(body, "BusinessFunctionId"), opt_str(body, "FunctionKey")
+    row = catalog.FUNCTIONS_BY_ID.get(fid or "") or catalog.FUNCTIONS_BY_KEY.get(key or "")
+    if row is None and key is None:
+        raise BadRequest("BusinessFunctionId of a catalog function, or a FunctionKey, is required.")
+    enabled = opt_bool(body, "Enabled")
+    schedule = Schedule(
+        schedule_id=sid,
+        business_function_id=row.business_function_id
+        if row
+        else catalog.ad_hoc_function_id(key or ""),
+        function_key=row.function_key if row else (key or ""),
+        cron=_cron(body),
+        time_zone=_zone(body),
+        enabled=True if enabled is None else enabled,
+        valid_target=row is None
+        or (row.contract == CONTRACT.value("Job") and row.scope == "Global"),
+    )
+    now = st.clock()
+    st.schedules.add(schedule, now)
+    return json_response(present(st.schedules.body(schedule, now), "schedule", st.settings), 201)
+
+
+def _cron(body: dict[str, Any]) -> Cron:
+    text = opt_str(body, "Cron")
+    if text is None:
+        raise BadRequest("Cron is required.")
+    try:
+        return Cron.parse(text)
+    except CronError as exc:
+        raise BadRequest(f"Cron: {exc}") from None
+
+
+def _zone(body: dict[str, Any]) -> str:
+    zone = opt_str(body, "TimeZone") or "UTC"
+    try:
+        Cron.parse("* * * * *").next_after(0, zone)
+    except (ValueError, KeyError):
+        raise BadRequest(f"Unknown TimeZone {zone!r}.") from None
+    return zone
+
+
+async def patch_schedule(request: web.Request) -> web.Response:
+    st = request.app[STATE]
+    schedule = st.schedules.schedules.get(request.match_info["scheduleId"])
+    body = await read_object(request, required=True)
+    if schedule is None:
+        return problem(404, "No schedule with this id.")
+    enabled = opt_bool(body, "Enabled")
+    if enabled is not None:
+        schedule.enabled = enabled
+    if field(body, "Cron") is not None:
+        schedule.cron = _cron(body)
+    if field(body, "TimeZone") is not None:
+        schedule.time_zone = _zone(body)
+    now = st.clock()
+    st.schedules.update(schedule, now)
+    return json_response(present(st.schedules.body(schedule, now), "schedule", st.settings))
+
+
+async def delete_schedule(request: web.Request) -> web.Response:
+    gone = request.app[STATE].schedules.remove(request.match_info["scheduleId"])
+    if gone is None:
+        return problem(404, "No schedule with this id.")
+    return web.Response(status=204)
+
+
+async def get_profile(request: web.Request) -> web.Response:
+    st = request.app[STATE]
+    p = st.profile
+    return json_response(
+        {"name": p.name, "job": _plain(p.job), "build": _plain(p.build), **st.describe()}
+    )
+
+
+def _plain(obj: Any) -> dict[str, Any]:
+    out = {}
+    for name in obj.__dataclass_fields__:
+        value = getattr(obj, name)
+        out[name] = [value.lo, value.hi] if hasattr(value, "lo") else value
+    return out
+
+
+async def put_profile(request: web.Request) -> web.Response:
+    """Switch profile by name and/or override its default job and build behaviour.
+
+    Overriding ``job`` or ``build`` drops the per-key and per-kind overrides, so
+    that what was asked for applies to every job or build created afterwards.
+    """
+    st = request.app[STATE]
+    body = await read_object(request, required=True)
+    unknown = set(body) - {"name", "job", "build"}
+    if unknown:
+        raise BadRequest(f"Unknown field {sorted(unknown)[0]!r}.")
+    profile: Profile = st.profile
+    name = body.get("name")
+    if name is not None:
+        named = builtin_profiles().get(name) if isinstance(name, str) else None
+        if named is None:
+            raise BadRequest(f"name must be one of {sorted(builtin_profiles())}.")
+        profile = named
+        st.log.enabled = profile.request_log
+    for part in ("job", "build"):
+        if body.get(part) is not None and not isinstance(body[part], dict):
+            raise BadRequest(f"{part} must be an object.")
+    try:
+        if body.get("job") is not None:
+            job = job_behaviour_with(profile.job, body["job"])
+            profile = replace(profile, job=job, jobs_by_key={})
+        if body.get("build") is not None:
+            build = build_behaviour_with(profile.build, body["build"])
+            profile = replace(profile, build=build, builds_by_kind={})
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    st.profile = profile
+    return await get_profile(request)
+
+
+def add_routes(app: web.Application) -> None:
+    r = app.router
+    r.add_post("/_sim/reset", reset, name="control.reset")
+    r.add_get("/_sim/settings", get_settings, name="control.get_settings")
+    r.add_put("/_sim/settings", put_settings, name="control.put_settings")
+    r.add_get("/_sim/faults", get_faults, name="control.get_faults")
+    r.add_put("/_sim/faults", put_faults, name="control.put_faults")
+    r.add_post("/_sim/script", script, name="control.script")
+    r.add_post("/_sim/jobs", create_job, name="control.jobs")
+    r.add_get("/_sim/requests", requests_log, name="control.requests")
+    r.add_get("/_sim/stats", stats, name="control.stats")
+    r.add_post("/_sim/schedules", create_schedule, name="control.create_schedule")
+    r.add_patch("/_sim/schedules/{scheduleId}", patch_schedule, name="control.patch_schedule")
+    r.add_delete("/_sim/schedules/{scheduleId}", delete_schedule, name="control.delete_schedule")
+    r.add_get("/_sim/profile", get_profile, name="control.get_profile")
+    r.add_put("/_sim/profile", put_profile, name="control.put_profile")

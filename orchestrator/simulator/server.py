@@ -1,0 +1,114 @@
+"""Serving the simulator: in-process on a free port for tests, or in the foreground for the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from types import TracebackType
+
+from aiohttp import web
+
+from orchestrator.simulator.app import create_app
+from orchestrator.simulator.keys import STATE
+from orchestrator.simulator.state import SimState
+
+
+class RunningSimulator:
+    """A simulator serving on ``url``; close it with ``await close()`` or ``async with``."""
+
+    def __init__(self, runner: web.AppRunner, host: str, port: int) -> None:
+        self._runner = runner
+        self.host = host
+        self.port = port
+        self.url = f"http://{host}:{port}"
+
+    @property
+    def app(self) -> web.Application:
+        return self._runner.app
+
+    @property
+    def state(self) -> SimState:
+        """The simulated workspace itself, for tests that want to look inside."""
+        return self._runner.app[STATE]
+
+    async def close(self) -> None:
+        await self._runner.cleanup()
+
+    async def __aenter__(self) -> RunningSimulator:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+async def start_simulator(
+    host: str = "127.0.0.1",
+    port: int = 0,
+    profile: str = "default",
+    seed: int | None = None,
+    *,
+    app: web.Application | None = None,
+) -> RunningSimulator:
+    """Serve a new simulator (or ``app``) on ``host:port``; port 0 picks a free one.
+
+    Use as ``async with await start_simulator(profile="fast") as sim: ...``.
+    """
+    runner = web.AppRunner(app or create_app(profile, seed), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    try:
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    bound_port = port
+    for address in runner.addresses:
+        if isinstance(address, tuple):
+            bound_port = int(address[1])
+            break
+    return RunningSimulator(runner, host, bound_port)
+
+
+def _split_listen(listen: str) -> tuple[str, int]:
+    host, sep, port_text = listen.rpartition(":")
+    if not sep or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ValueError(f"--listen must be HOST:PORT, not {listen!r}")
+    return host.strip("[]") or "127.0.0.1", int(port_text)
+
+
+async def _serve(host: str, port: int, profile: str, seed: int | None) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        async with await start_simulator(host, port, profile, seed) as sim:
+            print(
+                f"Moltaro simulator ({profile} profile, seed {seed}) listening on {sim.url}",
+                file=sys.stderr,
+                flush=True,
+            )
+            await stop.wait()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+def run_simulator(
+    listen: str = "127.0.0.1:5080", profile: str = "default", seed: int | None = None
+) -> None:
+    """Serve in the foreground until SIGINT or SIGTERM, then close cleanly and return."""
+    host, port = _split_listen(listen)
+    create_app(profile, seed)  # fail fast, before binding, on an unknown profile
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(_serve(host, port, profile, seed))
+    else:
+        uvloop.run(_serve(host, port, profile, seed))
