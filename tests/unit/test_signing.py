@@ -50,3 +50,10 @@ def test_secrets_without_the_whsec_prefix_mean_unsigned(secret: str) -> None:
 def test_broken_whsec_secret_is_an_error(secret: str) -> None:
     with pytest.raises(ValueError, match="whsec_"):
         secret_key(secret)
+
+
+def test_without_a_key_the_id_and_timestamp_still_go_out() -> None:
+    assert webhook_headers(None, "e1", 1700000000, b"{}") == {
+        "webhook-id": "e1",
+        "webhook-timestamp": "1700000000",
+    }
