@@ -39,8 +39,9 @@ USER_AGENT = "moltaro-orchestrator"
 # Callbacks have no configuration of their own; this bounds one slow host's share.
 CALLBACK_MAX_IN_FLIGHT = 32
 # A claimed delivery stays invisible to other claims for the attempt's timeout
-# plus this margin, after which a crashed attempt is due again.
-LEASE_MARGIN_S = 30.0
+# plus this margin (time to record the result), after which an attempt lost
+# with its process is due again: after a crash, redelivery follows within it.
+LEASE_MARGIN_S = 5.0
 RECHECK_S = 2.0
 PENDING_REFRESH_S = 2.0
 STORE_BACKOFF_S = 1.0
@@ -129,6 +130,8 @@ class DeliveryService:
     async def run(self) -> None:
         """Deliver until ``stop()``; an unexpected error in a worker ends run()
         with it (in an ExceptionGroup) after logging it."""
+        if self._stopping.is_set():
+            return
         own_session = self._session is None
         if self._session is None:
             limit = sum(d.max_in_flight for d in self._dests.values())

@@ -516,3 +516,18 @@ async def test_sink_removed_from_configuration_drains_to_dead(store: Store, sink
     dead, _ = await store.list_deliveries("dead", 10, None)
     assert {d.destination for d in dead} == {"sink:old"}
     assert sink.hits == []
+
+
+async def test_attempt_lost_with_its_process_is_redelivered_after_the_lease(
+    store: Store, sink: Sink
+) -> None:
+    cfg = events_config(SinkConfig(name="main", url=sink.url(), secret_env="X"))
+    h = Harness(store, cfg, {"sink:main": SINK_SECRET})
+    (event,) = await h.emit(1)
+    # A previous process claimed it and died mid-attempt: nothing was recorded.
+    (claimed,) = await store.claim_deliveries("sink:main", time.time(), 10, lease_s=0.5)
+    async with h.running():
+        await until(all_in(h, "delivered", 1))
+    (hit,) = sink.by_event()[event.event_id]
+    assert hit.at >= claimed.next_attempt_at - 0.01  # not before the lease ran out
+    assert verify(hit, SINK_SECRET).get_id() == event.event_id and hit.body == event.payload
