@@ -13,7 +13,7 @@ from aiohttp.typedefs import Handler
 from orchestrator.simulator import routes_admin, routes_control, routes_runtime
 from orchestrator.simulator.bodies import BadRequest
 from orchestrator.simulator.faults import FaultRule
-from orchestrator.simulator.keys import STATE
+from orchestrator.simulator.keys import SIM_ID, STATE
 from orchestrator.simulator.openapi import build_document
 from orchestrator.simulator.present import json_response, problem
 from orchestrator.simulator.profiles import Profile, builtin_profiles
@@ -95,7 +95,7 @@ async def simulator_middleware(request: web.Request, handler: Handler) -> web.St
             response = _truncated(response)
     st.log.count(group, response.status)
     if st.log.enabled:
-        rid = request.get("sim_id", rid)
+        rid = request.get(SIM_ID, rid)
         if rid is not None:
             st.log.record(rid, now, request.method, request.path, group, response.status)
     return response

@@ -27,7 +27,7 @@ from orchestrator.simulator.enums import (
     RUN_TIMED_OUT,
 )
 from orchestrator.simulator.model import STOP_REASON, JobMeta, StopResult, View, same_instant
-from orchestrator.simulator.profiles import JobBehaviour, pick
+from orchestrator.simulator.profiles import JobBehaviour
 
 _RUN_STATUS = {
     "success": RUN_SUCCESS,
@@ -64,8 +64,9 @@ def plan_attempts(
     attempts: list[Attempt] = []
     ready = created_at
     for number in range(1, behaviour.max_attempts + 1):
-        lease = ready + behaviour.pickup_s.draw(rng)
-        outcome = pick(rng, behaviour.outcomes)
+        # At least a millisecond queued: the enqueue response always shows Queued.
+        lease = ready + max(behaviour.pickup_s.draw(rng), 0.001)
+        outcome = behaviour.outcome(rng, number)
         end = math.inf if outcome == "hang" else lease + behaviour.duration_s.draw(rng)
         attempts.append(Attempt(number, ready, lease, end, outcome, new_id("run")))
         if outcome not in ("failed", "timed_out"):

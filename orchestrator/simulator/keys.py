@@ -7,3 +7,5 @@ from aiohttp import web
 from orchestrator.simulator.state import SimState
 
 STATE: web.AppKey[SimState] = web.AppKey("sim_state", SimState)
+# The id a request created (enqueue, submit, script), for the request log.
+SIM_ID: web.RequestKey[str] = web.RequestKey("sim_id", str)

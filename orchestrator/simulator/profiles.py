@@ -68,6 +68,14 @@ class JobBehaviour:
     retry_delay_s: float = 3.0
     timeout_seconds: int | None = 300
     lease_timeout_s: float = 30.0  # a hung lease counts as expired after this
+    # Fixed outcomes per attempt (the last one repeats) instead of random draws,
+    # e.g. ("failed", "success") for a retry that then succeeds.
+    sequence: tuple[str, ...] = ()
+
+    def outcome(self, rng: random.Random, attempt: int) -> str:
+        if self.sequence:
+            return self.sequence[min(attempt, len(self.sequence)) - 1]
+        return pick(rng, self.outcomes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +139,10 @@ def job_behaviour_with(base: JobBehaviour, raw: dict[str, Any]) -> JobBehaviour:
             changes[key] = value
         elif key in ("retry_delay_s", "lease_timeout_s") and _non_negative(value):
             changes[key] = float(value)
+        elif key == "sequence":
+            if not isinstance(value, list) or not all(v in JOB_OUTCOMES for v in value):
+                raise ValueError(f"sequence is a list of outcomes from {JOB_OUTCOMES}")
+            changes[key] = tuple(value)
         elif key == "timeout_seconds" and (value is None or (_non_negative(value))):
             changes[key] = None if value is None else int(value)
         else:

@@ -12,7 +12,7 @@ from orchestrator.simulator.bodies import BadRequest, field, opt_bool, opt_str, 
 from orchestrator.simulator.cron import Cron, CronError
 from orchestrator.simulator.enums import CONTRACT, JOB_SOURCE, NET_BUILD_KIND, UI_BUILD_KIND
 from orchestrator.simulator.faults import FaultRuleError, parse_rules
-from orchestrator.simulator.keys import STATE
+from orchestrator.simulator.keys import SIM_ID, STATE
 from orchestrator.simulator.model import JobMeta
 from orchestrator.simulator.present import json_response, present, problem
 from orchestrator.simulator.profiles import (
@@ -121,7 +121,7 @@ async def script(request: web.Request) -> web.Response:
             st.builds[short][rid] = ScriptedBuild(rid, short, build_kind, now, body.get("steps"))
     except ScriptError as exc:
         raise BadRequest(str(exc)) from None
-    request["sim_id"] = rid
+    request[SIM_ID] = rid
     return json_response({"id": rid, "kind": kind, "status_url": url.format(rid)}, status=201)
 
 
@@ -156,7 +156,7 @@ async def create_job(request: web.Request) -> web.Response:
         schedule_id=opt_str(body, "ScheduleId"),
         trigger_binding_id=opt_str(body, "TriggerBindingId"),
     )
-    request["sim_id"] = job.meta.job_id
+    request[SIM_ID] = job.meta.job_id
     view = job.view(st.clock())
     return json_response(present(view.body if view else {}, "job", st.settings), status=201)
 
@@ -260,6 +260,8 @@ def _plain(obj: Any) -> dict[str, Any]:
     for name in obj.__dataclass_fields__:
         value = getattr(obj, name)
         out[name] = [value.lo, value.hi] if hasattr(value, "lo") else value
+        if isinstance(value, tuple):
+            out[name] = list(value)
     return out
 
 

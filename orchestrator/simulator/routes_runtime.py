@@ -13,7 +13,7 @@ from aiohttp import web
 
 from orchestrator.simulator.bodies import BadRequest, field, opt_str, read_object
 from orchestrator.simulator.enums import JOB_STATUS, NET_BUILD_KIND, UI_BUILD_KIND
-from orchestrator.simulator.keys import STATE
+from orchestrator.simulator.keys import SIM_ID, STATE
 from orchestrator.simulator.model import Build, Job
 from orchestrator.simulator.present import present, problem
 from orchestrator.simulator.state import SimState, valid_id
@@ -60,7 +60,7 @@ async def job_enqueue(request: web.Request) -> web.Response:
     dedup_key = opt_str(body, "DeduplicationKey")
     now = st.clock()
     job, _ = st.enqueue(key, now=now, correlation_id=correlation_id, dedup_key=dedup_key)
-    request["sim_id"] = job.meta.job_id
+    request[SIM_ID] = job.meta.job_id
     view = job.view(now)
     model = present(view.body, "job", st.settings) if view is not None else None
     return web.Response(body=orjson.dumps(envelope(st, model or {})), content_type=_JSON)
@@ -99,7 +99,7 @@ async def build_submit(request: web.Request) -> web.Response:
         raise BadRequest(f"Kind must be one of {names}.")
     now = st.clock()
     build = st.submit_build(project, kind, enum.name(kind), now)
-    request["sim_id"] = build.build_id
+    request[SIM_ID] = build.build_id
     view = build.view(now)
     data = present(view.body, project, st.settings) if view is not None else {}
     return web.Response(body=orjson.dumps(data), content_type=_JSON)
