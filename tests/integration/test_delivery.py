@@ -34,7 +34,15 @@ from orchestrator.events.cloudevents import EventFactory
 from orchestrator.events.delivery import DeliveryService
 from orchestrator.metrics import Metrics
 from orchestrator.runtime import RUNTIME, Runtime
-from orchestrator.store import Finish, MemoryStore, NewEvent, NewTracking, SqliteStore, Store
+from orchestrator.store import (
+    Delivery,
+    Finish,
+    MemoryStore,
+    NewEvent,
+    NewTracking,
+    SqliteStore,
+    Store,
+)
 
 SINK_SECRET = "whsec_" + base64.b64encode(b"sink-secret-of-32-bytes-exactly!").decode()
 CALLBACK_SECRET = "whsec_" + base64.b64encode(b"callback-secret-32-bytes-long!!!").decode()
@@ -210,7 +218,9 @@ class Harness:
 
     async def states(self) -> dict[str, list[str]]:
         """Delivery states by event id."""
-        items, cursor, out = [], None, {}
+        items: list[Delivery] = []
+        cursor: str | None = None
+        out: dict[str, list[str]] = {}
         while True:
             page, cursor = await self.store.list_deliveries(None, 1000, cursor)
             items.extend(page)
