@@ -1,0 +1,115 @@
+"""Query, cancel, abandon, health and the API's own OpenAPI document."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.core.conftest import Api
+
+Q = {"after_s": 0, "status": "Queued"}
+
+
+async def test_list_filters_and_cursor_paging(api: Api) -> None:
+    items = [
+        {"kind": "function_job", "remote_id": f"job-{i}", "labels": {"team": "a" if i % 2 else "b"}}
+        for i in range(25)
+    ]
+    items += [{"kind": "net_operation_build", "remote_id": f"b-{i}"} for i in range(5)]
+    status, _ = await api.call("POST", "/v1/trackings/batch", json={"items": items})
+    assert status == 200
+    seen: list[str] = []
+    cursor = None
+    while True:
+        path = "/v1/trackings?kind=function_job&limit=7" + (f"&cursor={cursor}" if cursor else "")
+        status, page = await api.call("GET", path)
+        assert status == 200
+        seen += [t["remote_id"] for t in page["items"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert sorted(seen) == sorted(f"job-{i}" for i in range(25))
+    assert len(seen) == len(set(seen))
+    _, page = await api.call("GET", "/v1/trackings?label=team:a&limit=100")
+    assert {t["remote_id"] for t in page["items"]} == {f"job-{i}" for i in range(25) if i % 2}
+    _, page = await api.call("GET", "/v1/trackings?kind=net_operation_build&state=active")
+    assert len(page["items"]) == 5
+    for bad in (
+        "state=nope",
+        "kind=x",
+        "limit=0",
+        "limit=abc",
+        "outcome=won",
+        "label=nocolon",
+        "workspace=elsewhere",
+        "cursor=%%%",
+    ):
+        status, problem = await api.call("GET", f"/v1/trackings?{bad}")
+        assert status == 400, (bad, problem)
+        assert problem["field"] == bad.split("=")[0]
+
+
+async def test_unknown_tracking_is_404_problem(api: Api) -> None:
+    for path in ("/v1/trackings/trk_000000000000000000000000", "/v1/trackings/nope"):
+        status, problem = await api.call("GET", path)
+        assert status == 404 and problem["status"] == 404
+    status, problem = await api.call("GET", "/v1/no-such-route")
+    assert status == 404 and problem["title"]
+
+
+async def test_cancel_forwards_only_while_can_cancel(api: Api) -> None:
+    queued = await api.script("function_job", [Q])
+    t = await api.track(kind="function_job", remote_id=queued)
+    status, body = await api.call("POST", f"/v1/trackings/{t['tracking_id']}/cancel")
+    assert status == 202, body
+    done = await api.wait_terminal(t["tracking_id"])
+    assert done["outcome"] == "cancelled"
+    posts = [r for r in await api.requests_for(queued) if r["method"] == "POST"]
+    assert len(posts) == 1
+
+    leased = await api.script("function_job", [Q, {"after_s": 0.01, "status": "Leased"}])
+    t2 = await api.track(kind="function_job", remote_id=leased)
+    await asyncio.sleep(0.1)
+    status, problem = await api.call("POST", f"/v1/trackings/{t2['tracking_id']}/cancel")
+    assert status == 409 and problem["remote_status"] == "Leased"
+    assert not [r for r in await api.requests_for(leased) if r["method"] == "POST"]
+    _, still = await api.call("GET", f"/v1/trackings/{t2['tracking_id']}")
+    assert still["state"] == "active"
+
+    build = await api.track(kind="workspace_ui_build", remote_id="b-1")
+    status, problem = await api.call("POST", f"/v1/trackings/{build['tracking_id']}/cancel")
+    assert status == 409 and problem["field"] == "kind"
+
+
+async def test_abandon_stops_tracking_without_touching_remote(api: Api) -> None:
+    rid = await api.script("function_job", [Q])
+    t = await api.track(kind="function_job", remote_id=rid)
+    status, body = await api.call("DELETE", f"/v1/trackings/{t['tracking_id']}")
+    assert status == 200 and body["outcome"] == "abandoned" and body["state"] == "terminal"
+    status, problem = await api.call("DELETE", f"/v1/trackings/{t['tracking_id']}")
+    assert status == 409 and problem["outcome"] == "abandoned"
+    before = len(await api.requests_for(rid))
+    await asyncio.sleep(0.4)
+    reqs = await api.requests_for(rid)
+    assert len(reqs) == before
+    assert {r["method"] for r in reqs} <= {"GET"}
+
+
+async def test_health_readiness_openapi(api: Api) -> None:
+    assert (await api.call("GET", "/healthz"))[0] == 200
+    status, ready = await api.call("GET", "/readyz")
+    assert status == 200 and ready["status"] == "ready"
+    status, doc = await api.call("GET", "/openapi.json")
+    assert status == 200 and doc["openapi"].startswith("3.1")
+    intake = doc["components"]["schemas"]["IntakeBody"]
+    assert set(intake["properties"]) >= {
+        "kind",
+        "remote_id",
+        "enqueue_response",
+        "deadline_at",
+        "timeout_s",
+        "callback_url",
+        "labels",
+        "notify",
+    }
+    assert intake["additionalProperties"] is False
+    assert "/v1/trackings/{tracking_id}/cancel" in doc["paths"]

@@ -1,0 +1,83 @@
+"""Configuration loading and the serve command's start-up errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.config import load_settings
+from orchestrator.errors import ConfigError
+
+
+def test_embedded_defaults_match_the_contract() -> None:
+    s = load_settings(None)
+    assert s.server.listen == "127.0.0.1:8080"
+    assert s.polling.initial_delay_s == 1.0 and s.polling.max_delay_s == 30.0
+    assert s.workspaces[0].name == "default"
+    assert s.workspaces[0].paths.function_job == "/api/workspace/functions/jobs/{id}"
+    assert s.events.retry_schedule_s == [5, 30, 120, 600, 1800, 3600]
+
+
+def test_example_file_loads() -> None:
+    s = load_settings(Path("config/orchestrator.example.toml"))
+    assert s.events.sinks[0].name == "default"
+
+
+def test_environment_overrides(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        '[polling]\nmax_delay_s = 12.0\n[[workspaces]]\nname = "default"\n'
+        'base_url = "http://127.0.0.1:1"\n'
+    )
+    monkeypatch.setenv("ORCH_POLLING__MAX_DELAY_S", "7")
+    monkeypatch.setenv("WORKSPACE_API_BASE_URL", "http://127.0.0.1:5999/")
+    s = load_settings(cfg)
+    assert s.polling.max_delay_s == 7.0
+    assert s.workspaces[0].base_url == "http://127.0.0.1:5999"
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("[polling]\nmax_delay_s = -1\n", "polling.max_delay_s"),
+        ('[server]\nlisten = "nowhere"\n', "server.listen"),
+        ("[polling]\nbogus = 1\n", "polling.bogus"),
+        ('[[workspaces]]\nname = "default"\nbase_url = "ftp://x"\n', "workspaces.0.base_url"),
+        (
+            '[[workspaces]]\nname = "a"\n[workspaces.paths]\nfunction_job = "/jobs"\n',
+            "workspaces.0.paths.function_job",
+        ),
+    ],
+)
+def test_bad_configuration_names_the_key(tmp_path: Path, text: str, key: str) -> None:
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(text)
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        load_settings(cfg)
+
+
+def test_serve_with_bad_config_prints_one_line_and_exits_2(tmp_path: Path) -> None:
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text("[polling]\njitter = 5\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "serve", "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "polling.jitter" in lines[0]
+
+
+def test_serve_with_missing_config_file(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "serve", "--config", str(tmp_path / "none.toml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and "not found" in proc.stderr

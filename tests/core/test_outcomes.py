@@ -1,0 +1,221 @@
+"""Every status of every kind, read from the simulator and reported through the API."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.core.conftest import Api
+
+Q, L = {"after_s": 0, "status": "Queued"}, {"after_s": 0.05, "status": "Leased"}
+
+
+async def test_completed_job_with_evidence_succeeds(api: Api) -> None:
+    rid = await api.script(
+        "function_job",
+        [
+            Q,
+            L,
+            {
+                "after_s": 0.15,
+                "status": "Completed",
+                "run": {"Status": "Success", "ResultSummary": "3 invoices", "ResultData": {"n": 3}},
+            },
+        ],
+    )
+    t = await api.track(kind="function_job", remote_id=rid)
+    done = await api.wait_terminal(t["tracking_id"])
+    assert done["outcome"] == "succeeded"
+    assert done["remote_status"] == "Completed"
+    assert done["result"]["result_summary"] == "3 invoices"
+    assert done["result"]["result_data"] == {"n": 3}
+    assert done["result"]["run_status"] == "Success"
+    assert isinstance(done["result"]["duration_ms"], int | float)
+    assert done["remote"]["JobId"] == rid
+    assert done["polls"] >= 1
+
+
+async def test_skipped_run_is_success(api: Api) -> None:
+    rid = await api.script(
+        "function_job",
+        [
+            Q,
+            {
+                "after_s": 0.05,
+                "status": "Completed",
+                "run": {"Status": "Skipped", "ResultSummary": "nothing to do"},
+            },
+        ],
+    )
+    done = await api.wait_terminal(
+        (await api.track(kind="function_job", remote_id=rid))["tracking_id"]
+    )
+    assert done["outcome"] == "succeeded"
+    assert done["result"]["run_status"] == "Skipped"
+
+
+async def test_failed_job_reports_last_error_and_run_error_summary(api: Api) -> None:
+    rid = await api.script(
+        "function_job",
+        [
+            Q,
+            L,
+            {
+                "after_s": 0.1,
+                "status": "Failed",
+                "last_error": "Timeout calling ERP",
+                "run": {"Status": "Failed", "ErrorSummary": "ErpTimeoutException"},
+            },
+        ],
+    )
+    done = await api.wait_terminal(
+        (await api.track(kind="function_job", remote_id=rid))["tracking_id"]
+    )
+    assert done["outcome"] == "failed"
+    assert done["result"]["last_error"] == "Timeout calling ERP"
+    assert done["result"]["error_summary"] == "ErpTimeoutException"
+
+
+async def test_cancelled_job(api: Api) -> None:
+    rid = await api.script("function_job", [Q, {"after_s": 0.1, "status": "Cancelled"}])
+    done = await api.wait_terminal(
+        (await api.track(kind="function_job", remote_id=rid))["tracking_id"]
+    )
+    assert done["outcome"] == "cancelled"
+    assert done["remote_status"] == "Cancelled"
+
+
+async def test_retry_with_next_run_at_then_success_is_one_tracking(api: Api) -> None:
+    rid = await api.script(
+        "function_job",
+        [
+            Q,
+            L,
+            {
+                "after_s": 0.1,
+                "status": "Queued",
+                "next_run_at_in_s": 0.3,
+                "fields": {"WillRetry": True},
+            },
+            {"after_s": 0.45, "status": "Leased"},
+            {"after_s": 0.55, "status": "Completed"},
+        ],
+    )
+    done = await api.wait_terminal(
+        (await api.track(kind="function_job", remote_id=rid))["tracking_id"]
+    )
+    assert done["outcome"] == "succeeded"
+
+
+@pytest.mark.parametrize("kind", ["net_operation_build", "workspace_ui_build"])
+async def test_build_succeeds_with_kind_by_name(api: Api, kind: str) -> None:
+    rid = await api.script(
+        kind,
+        [
+            {"after_s": 0, "status": "Queued"},
+            {"after_s": 0.05, "status": "Running"},
+            {"after_s": 0.1, "status": "Succeeded"},
+        ],
+        build_kind="Check",
+    )
+    done = await api.wait_terminal((await api.track(kind=kind, remote_id=rid))["tracking_id"])
+    assert done["outcome"] == "succeeded"
+    assert done["remote_status"] == "Succeeded"
+    assert done["result"]["build_kind"] == "Check"
+
+
+@pytest.mark.parametrize(
+    ("reason", "sql_state"),
+    [("storage_capacity_exhausted", "53100"), ("publication_commit_unconfirmed", None)],
+)
+async def test_net_operation_build_failure_reason_code(
+    api: Api, reason: str, sql_state: str | None
+) -> None:
+    failure = {
+        "ReasonCode": reason,
+        "Category": "Storage",
+        "Retryable": False,
+        "SqlState": sql_state,
+        "SafeTarget": "project_artifacts",
+        "RemediationCode": "free_or_expand_storage",
+        "Summary": "texte localisé",
+    }
+    rid = await api.script(
+        "net_operation_build",
+        [
+            {"after_s": 0, "status": "Running"},
+            {"after_s": 0.1, "status": "Failed", "failure": failure},
+        ],
+    )
+    done = await api.wait_terminal(
+        (await api.track(kind="net_operation_build", remote_id=rid))["tracking_id"]
+    )
+    assert done["outcome"] == "failed"
+    assert done["result"]["failure"]["reason_code"] == reason
+    assert done["result"]["failure"]["sql_state"] == sql_state
+
+
+async def test_ui_build_failure_and_cancel(api: Api) -> None:
+    failed = await api.script(
+        "workspace_ui_build",
+        [{"after_s": 0, "status": "Running"}, {"after_s": 0.05, "status": "Failed"}],
+    )
+    cancelled = await api.script(
+        "workspace_ui_build",
+        [{"after_s": 0, "status": "Queued"}, {"after_s": 0.05, "status": "Cancelled"}],
+    )
+    a = await api.track(kind="workspace_ui_build", remote_id=failed)
+    b = await api.track(kind="workspace_ui_build", remote_id=cancelled)
+    assert (await api.wait_terminal(a["tracking_id"]))["outcome"] == "failed"
+    assert (await api.wait_terminal(b["tracking_id"]))["outcome"] == "cancelled"
+
+
+async def test_completed_without_evidence_is_never_success(api: Api) -> None:
+    """Fail closed: keep polling, count the anomaly, end at the deadline."""
+    rid = await api.script(
+        "function_job",
+        [
+            Q,
+            {
+                "after_s": 0.05,
+                "status": "Completed",
+                "run": {"Status": "Success", "ResultSummary": ""},
+            },
+        ],
+    )
+    t = await api.track(kind="function_job", remote_id=rid, timeout_s=1.0)
+    done = await api.wait_terminal(t["tracking_id"])
+    assert done["outcome"] == "deadline_exceeded"
+    assert done["result"]["last_remote_status"] == "Completed"
+    assert done["polls"] >= 3
+    text = await api.metrics_text()
+    assert (
+        'orchestrator_contract_anomalies_total{kind="function_job",reason="completed_without_evidence",workspace="default"}'
+        in text
+    )
+
+
+async def test_anomaly_then_evidence_succeeds(api: Api) -> None:
+    rid = await api.script(
+        "function_job",
+        [
+            Q,
+            {"after_s": 0.05, "status": "Completed", "fields": {"Run": None}},
+            {"after_s": 0.5, "status": "Completed"},
+        ],
+    )
+    done = await api.wait_terminal(
+        (await api.track(kind="function_job", remote_id=rid))["tracking_id"]
+    )
+    assert done["outcome"] == "succeeded"
+
+
+async def test_enqueue_response_and_camel_case_enums_as_names(api: Api) -> None:
+    await api.sim("PUT", "/_sim/settings", {"camel_case": True, "enums_as_names": True})
+    status, body = await api.sim(
+        "POST", "/api/workspace/functions/billing.sync-invoices/enqueue", {}
+    )
+    assert status == 200, body
+    t = await api.track(kind="function_job", enqueue_response=body, timeout_s=20)
+    done = await api.wait_terminal(t["tracking_id"])
+    assert done["outcome"] in ("succeeded", "failed", "cancelled")
+    assert done["remote_id"] == (body.get("data") or body.get("Data"))["jobId"]

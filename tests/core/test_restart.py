@@ -1,0 +1,179 @@
+"""A real ``orchestrator serve`` process, killed with SIGKILL mid-run and restarted."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from orchestrator.simulator import start_simulator
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def write_config(tmp_path: Path, sim_url: str, port: int) -> Path:
+    cfg = tmp_path / "orchestrator.toml"
+    cfg.write_text(
+        f"""
+[server]
+listen = "127.0.0.1:{port}"
+allow_unauthenticated = true
+shutdown_grace_s = 2
+
+[store]
+path = "{tmp_path / "orch.db"}"
+
+[polling]
+initial_delay_s = 0.05
+max_delay_s = 0.3
+not_found_min_s = 0.2
+
+[logging]
+format = "json"
+level = "INFO"
+
+[[workspaces]]
+name = "default"
+base_url = "{sim_url}"
+request_timeout_s = 2
+"""
+    )
+    return cfg
+
+
+class ServeProcess:
+    def __init__(self, cfg: Path, port: int, log: Path) -> None:
+        self.cfg, self.port, self.log = cfg, port, log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    async def start(self, session: aiohttp.ClientSession) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ORCH_")}
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "orchestrator", "serve", "--config", str(self.cfg)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+        async with asyncio.timeout(20):
+            while True:
+                assert self.proc.poll() is None, self.log.read_text()[-2000:]
+                try:
+                    async with session.get(f"http://127.0.0.1:{self.port}/readyz") as resp:
+                        if resp.status == 200:
+                            return
+                except aiohttp.ClientError:
+                    pass
+                await asyncio.sleep(0.05)
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def terminate(self) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(20)
+
+
+EXPECTED = {
+    "Completed": "succeeded",
+    "Failed": "failed",
+    "Cancelled": "cancelled",
+    "Succeeded": "succeeded",
+}
+
+
+async def _script(session: aiohttp.ClientSession, sim: str, kind: str, end: str, at: float) -> str:
+    first = "Running" if kind != "function_job" else "Leased"
+    steps: list[dict[str, Any]] = [
+        {"after_s": 0, "status": "Queued"},
+        {"after_s": at / 2, "status": first},
+        {"after_s": at, "status": end},
+    ]
+    async with session.post(f"{sim}/_sim/script", json={"kind": kind, "steps": steps}) as resp:
+        assert resp.status == 201
+        return str((await resp.json())["id"])
+
+
+async def test_sigkill_mid_run_loses_nothing(tmp_path: Path) -> None:
+    sim = await start_simulator(host="127.0.0.1", port=0, profile="fast", seed=3)
+    port = free_port()
+    serve = ServeProcess(write_config(tmp_path, sim.url, port), port, tmp_path / "serve.log")
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with aiohttp.ClientSession() as session:
+            await serve.start(session)
+            plan: dict[str, str] = {}
+            items = []
+            for i in range(90):
+                kind = ("function_job", "net_operation_build", "workspace_ui_build")[i % 3]
+                ends = (
+                    ["Completed", "Failed", "Cancelled"]
+                    if kind == "function_job"
+                    else ["Succeeded", "Failed", "Cancelled"]
+                )
+                end = ends[(i // 3) % 3]
+                rid = await _script(session, sim.url, kind, end, 0.4 + (i % 10) * 0.25)
+                plan[f"{kind}/{rid}"] = EXPECTED[end]
+                items.append({"kind": kind, "remote_id": rid, "timeout_s": 60})
+            async with session.post(f"{base}/v1/trackings/batch", json={"items": items}) as resp:
+                assert resp.status == 200
+                acknowledged = [i["tracking"]["tracking_id"] for i in (await resp.json())["items"]]
+            assert len(acknowledged) == 90
+
+            for pause in (0.5, 0.7):
+                await asyncio.sleep(pause)
+                serve.kill()
+                await serve.start(session)
+
+            async with asyncio.timeout(60):
+                while True:
+                    async with session.get(f"{base}/v1/trackings?state=active&limit=1") as resp:
+                        if not (await resp.json())["items"]:
+                            break
+                    await asyncio.sleep(0.1)
+            outcomes = {}
+            cursor = None
+            while True:
+                url = f"{base}/v1/trackings?limit=50" + (f"&cursor={cursor}" if cursor else "")
+                async with session.get(url) as resp:
+                    page = await resp.json()
+                for t in page["items"]:
+                    outcomes[f"{t['kind']}/{t['remote_id']}"] = t["outcome"]
+                cursor = page["next_cursor"]
+                if not cursor:
+                    break
+            assert outcomes == plan
+
+            events: list[dict[str, Any]] = []
+            after = 0
+            while True:
+                async with session.get(f"{base}/v1/events?after={after}&limit=1000") as resp:
+                    feed = await resp.json()
+                if not feed["events"]:
+                    break
+                events += feed["events"]
+                after = feed["next_after"]
+            terminal = [e for e in events if not e["type"].endswith("status_changed")]
+            per_tracking = Counter(e["subject"] for e in terminal)
+            assert set(per_tracking) == set(acknowledged)
+            assert all(n == 1 for n in per_tracking.values())
+            assert serve.terminate() == 0
+    finally:
+        if serve.proc and serve.proc.poll() is None:
+            serve.proc.kill()
+        await sim.close()
