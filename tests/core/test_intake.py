@@ -234,7 +234,7 @@ async def test_refuses_to_start_unauthenticated_on_a_public_address(
     settings = make_settings(
         tmp_path, sim_url, server={"listen": "0.0.0.0:0", "api_tokens_env": "ORCH_NO_SUCH_VAR"}
     )
-    with pytest.raises(ConfigError, match="server.api_tokens_env"):
+    with pytest.raises(ConfigError, match=r"server\.api_tokens_env"):
         Service(settings)
     allowed = make_settings(
         tmp_path,
