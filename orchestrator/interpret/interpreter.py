@@ -112,7 +112,7 @@ def _job(model: Mapping[str, Any], status: str, enums: EnumMap) -> Verdict:
     phase = Phase.PENDING
     anomaly: str | None = None
     result: dict[str, Any] | None = None
-    if status in ("Completed", "Leased"):
+    if status == "Completed":
         missing = _missing_evidence(run, run_status, run_outcome)
         if run_outcome == "unresolved":
             phase, anomaly = Phase.ANOMALY, "run_status_unresolved"
