@@ -22,7 +22,7 @@ def blocking_callback() -> None:
 
 async def blocking_coroutine() -> None:
     await asyncio.sleep(0)
-    time.sleep(0.3)  # noqa: ASYNC251 - the deliberate mistake under test
+    time.sleep(0.3)  # the deliberate mistake under test, inside a task
 
 
 def _lag(metrics: Metrics, suffix: str, **labels: str) -> float:
