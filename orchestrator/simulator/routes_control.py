@@ -23,7 +23,7 @@ from orchestrator.simulator.profiles import (
 )
 from orchestrator.simulator.schedules import Schedule
 from orchestrator.simulator.scripted import ScriptedBuild, ScriptedJob, ScriptError
-from orchestrator.simulator.state import valid_id
+from orchestrator.simulator.state import Publication, valid_id
 
 _SCRIPT_KINDS = {
     "function_job": ("job", "/api/workspace/functions/jobs/{}"),
@@ -155,6 +155,8 @@ async def create_job(request: web.Request) -> web.Response:
         dedup_key=opt_str(body, "DeduplicationKey"),
         schedule_id=opt_str(body, "ScheduleId"),
         trigger_binding_id=opt_str(body, "TriggerBindingId"),
+        # Triggers, actions and tests run functions that have no API publication.
+        publication=Publication(_function_id(key), None),
     )
     request[SIM_ID] = job.meta.job_id
     view = job.view(st.clock())
