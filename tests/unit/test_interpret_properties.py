@@ -255,7 +255,7 @@ def test_job_success_only_with_evidence(body: Any, enums: EnumMap) -> None:
         assert verdict.result["result_summary"].strip()
 
 
-@SETTINGS
+@settings(max_examples=100, deadline=None)
 @given(kind=st.sampled_from(KINDS), body=near_job_bodies(), enums=ENUM_MAPS)
 def test_interpretation_is_deterministic(kind: str, body: Any, enums: EnumMap) -> None:
     assert interpret(kind, body, enums) == interpret(kind, body, enums)
