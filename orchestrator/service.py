@@ -194,6 +194,7 @@ class Service:
         # Phase 1: stop intake (503) and claiming.
         runtime.draining = True
         runtime.metrics.ready.set(0)
+        runtime.bus.publish()  # wakes SSE streams so that they end now
         log.info("draining", extra={"fields": {"grace_s": s.server.shutdown_grace_s}})
         deliveries.stop(s.server.shutdown_grace_s)
         side_stop.set()

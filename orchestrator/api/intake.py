@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from pydantic import ValidationError
 
@@ -44,6 +44,10 @@ def callback_allowed(url: str, allowlist: list[str]) -> bool:
     except ValueError:
         return False
     if parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc:
+        return False
+    # The HTTP client normalises dot segments before sending, so "/tenant-a/../admin"
+    # would leave the allowed prefix: refuse them, percent-encoded ones included.
+    if any(seg in (".", "..") for seg in unquote(parts.path).split("/")):
         return False
     for prefix in allowlist:
         if not prefix or not url.startswith(prefix):

@@ -1,9 +1,8 @@
-"""Backoff with jitter, and the Retry-After header."""
+"""Backoff with jitter."""
 
 from __future__ import annotations
 
 import random
-from email.utils import parsedate_to_datetime
 
 
 def next_delay(current: float | None, initial: float, multiplier: float, maximum: float) -> float:
@@ -22,28 +21,3 @@ def jittered(delay: float, jitter: float, rng: random.Random) -> float:
     if jitter <= 0:
         return delay
     return delay * rng.uniform(1.0 - jitter, 1.0 + jitter)
-
-
-def parse_retry_after(value: str | None, now: float) -> float | None:
-    """Seconds to wait from a Retry-After header (delta-seconds or HTTP date).
-
-    Returns None when absent or unreadable; never negative.
-    """
-    if not value:
-        return None
-    text = value.strip()
-    if text.isdigit():
-        return float(int(text))
-    try:
-        seconds = float(text)
-    except ValueError:
-        pass
-    else:
-        return max(0.0, seconds) if seconds == seconds else None  # NaN check
-    try:
-        when = parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - now)

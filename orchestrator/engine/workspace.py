@@ -16,9 +16,9 @@ import orjson
 from yarl import URL
 
 from orchestrator.config import KINDS, WorkspaceConfig
-from orchestrator.engine.backoff import parse_retry_after
 from orchestrator.errors import EnumResolutionError
 from orchestrator.interpret import EnumMap, fallback_enums, resolve_enums
+from orchestrator.retry_after import parse_retry_after
 
 log = logging.getLogger("orchestrator.workspace")
 

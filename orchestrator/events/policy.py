@@ -11,8 +11,11 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Literal
+
+from orchestrator.retry_after import parse_retry_after
+
+__all__ = ["JITTER", "Decision", "RetryPolicy", "parse_retry_after"]
 
 JITTER = 0.2
 
@@ -25,25 +28,6 @@ class Decision:
     next_attempt_at: float | None = None
     error: str | None = None
     status: int | None = None  # the HTTP status of the attempt, when there was one
-
-
-def parse_retry_after(value: str | None, now: float) -> float | None:
-    """Seconds to wait from ``now``: delta-seconds or an HTTP date (RFC 9110).
-
-    None when absent or unreadable, so that the schedule applies instead.
-    """
-    if value is None:
-        return None
-    text = value.strip()
-    if text.isdigit():
-        return float(text)
-    try:
-        when = parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        return None
-    return max(0.0, when.timestamp() - now)
 
 
 class RetryPolicy:
