@@ -54,12 +54,14 @@ request_timeout_s = 2
 
 
 class ServeProcess:
-    def __init__(self, cfg: Path, port: int, log: Path) -> None:
+    def __init__(self, cfg: Path, port: int, log: Path, env: dict[str, str] | None = None) -> None:
         self.cfg, self.port, self.log = cfg, port, log
+        self.extra_env = env or {}
         self.proc: subprocess.Popen[bytes] | None = None
 
     async def start(self, session: aiohttp.ClientSession) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ORCH_")}
+        env.update(self.extra_env)
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "orchestrator", "serve", "--config", str(self.cfg)],
