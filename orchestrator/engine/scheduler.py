@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,8 @@ from orchestrator.engine.ratelimit import TokenBucket
 
 if TYPE_CHECKING:
     from orchestrator.engine.entry import Entry
+
+log = logging.getLogger("orchestrator.engine")
 
 Handler = Callable[["Entry", int], Awaitable[None]]
 Expired = Callable[["Entry"], Awaitable[None]]
@@ -110,6 +113,10 @@ class WorkspaceScheduler:
                 continue
             heapq.heappop(heap)
             await self._queue.put((entry, gen))
+        # Reads handed over but not started yet are dropped: they stay active in
+        # the store and are resumed on the next start.
+        while not self._queue.empty():
+            self._queue.get_nowait()
         for _ in range(self.max_in_flight):
             await self._queue.put(None)
 
@@ -125,5 +132,14 @@ class WorkspaceScheduler:
             self.in_flight += 1
             try:
                 await self._poll(entry, gen)
+            except Exception:
+                # One tracking's bad luck must not stop the workspace's pollers;
+                # it is logged with its id and read again later.
+                log.exception(
+                    "poll failed unexpectedly",
+                    extra={"fields": {"tracking_id": entry.tracking_id, "workspace": self.name}},
+                )
+                if gen == entry.gen:
+                    self.schedule(entry, self._mono() + 30.0)
             finally:
                 self.in_flight -= 1
