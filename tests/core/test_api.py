@@ -113,3 +113,38 @@ async def test_health_readiness_openapi(api: Api) -> None:
     }
     assert intake["additionalProperties"] is False
     assert "/v1/trackings/{tracking_id}/cancel" in doc["paths"]
+
+
+async def test_drain_refuses_intake_and_finishes_in_flight_reads(api: Api) -> None:
+    rid = await api.script("function_job", [Q, {"after_s": 0.05, "status": "Completed"}])
+    await api.sim(
+        "PUT",
+        "/_sim/faults",
+        {"rules": [{"route": "job_status", "fault": "latency", "latency_s": 1.0}]},
+    )
+    t = await api.track(kind="function_job", remote_id=rid)
+    # Wait until the (slow) read is in flight, then ask the service to stop.
+    async with asyncio.timeout(10):
+        while not await api.requests_for(rid):
+            await asyncio.sleep(0.02)
+    api.service.request_stop()
+    await asyncio.sleep(0.1)
+    status, problem = await api.call(
+        "POST", "/v1/trackings", json={"kind": "function_job", "remote_id": "late"}
+    )
+    assert status == 503 and problem["status"] == 503
+    status, ready = await api.call("GET", "/readyz")
+    assert status == 503 and "draining" in ready["reasons"]
+    # The read that was in flight finished within the grace period and its
+    # terminal state was written before the store closed.
+    running = [task for task in asyncio.all_tasks() if task.get_name() == "service-under-test"]
+    assert await asyncio.wait_for(running[0], 10) == 0
+    from orchestrator.store.sqlite import SqliteStore
+
+    store = SqliteStore(api.service.settings.store.path)
+    await store.open()
+    try:
+        stored = await store.get_tracking(t["tracking_id"])
+        assert stored is not None and stored.outcome == "succeeded"
+    finally:
+        await store.close()
