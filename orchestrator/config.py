@@ -13,7 +13,15 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -75,16 +83,42 @@ class PollingConfig(_Section):
         return self
 
 
+_ADMIN = "/api/workspace/admin"
+# Administrative list routes: no {id}; every other path names one resource.
+_LIST_PATHS = frozenset(
+    {
+        "function_schedules",
+        "function_catalog",
+        "binding_summaries",
+        "api_functions",
+        "function_jobs",
+        "function_runs",
+    }
+)
+
+
 class WorkspacePaths(_Section):
     function_job: str = "/api/workspace/functions/jobs/{id}"
     function_job_cancel: str = "/api/workspace/functions/jobs/{id}/cancel"
     net_operation_build: str = "/api/workspace/admin/net-operation-project/builds/{id}"
     workspace_ui_build: str = "/api/workspace/admin/ui-project/builds/{id}"
+    schedule: str = _ADMIN + "/function-schedules/{id}"
+    function_schedules: str = _ADMIN + "/function-schedules"
+    function_catalog: str = _ADMIN + "/function-catalog"
+    binding_summaries: str = _ADMIN + "/function-catalog/binding-summaries"
+    api_functions: str = _ADMIN + "/api-functions"
+    function_jobs: str = _ADMIN + "/function-operations/jobs"
+    function_runs: str = _ADMIN + "/function-operations/runs"
+    operations_job: str = _ADMIN + "/function-operations/jobs/{id}"
+    stop_retries: str = _ADMIN + "/function-operations/jobs/{id}/stop-retries"
 
     @field_validator("*")
     @classmethod
-    def _has_id(cls, v: str) -> str:
-        if not v.startswith("/") or v.count("{id}") != 1:
+    def _has_id(cls, v: str, info: ValidationInfo) -> str:
+        if info.field_name in _LIST_PATHS:
+            if not v.startswith("/") or "{" in v:
+                raise ValueError("must start with / and contain no {placeholder}")
+        elif not v.startswith("/") or v.count("{id}") != 1:
             raise ValueError("must start with / and contain {id} once")
         return v
 
