@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import aiohttp
 import orjson
@@ -95,15 +97,38 @@ class WorkspaceClient:
     async def cancel(self, remote_id: str) -> ReadResult:
         return await self._request("POST", self.cancel_url(remote_id))
 
-    async def _request(self, method: str, url: str) -> ReadResult:
+    async def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        json: Any = None,
+    ) -> ReadResult:
+        """Any other route of the workspace (administrative reads, stop-retries).
+
+        ``path`` is a configured route with its ids already substituted (ids are
+        validated URL-safe); ``query`` values are percent-encoded here.
+        """
+        url = self.cfg.base_url + path
+        if query:
+            url += "?" + urlencode(query, quote_via=quote)
+        body = None if json is None else orjson.dumps(json)
+        return await self._request(method, url, body)
+
+    async def _request(self, method: str, url: str, body: bytes | None = None) -> ReadResult:
         started = time.monotonic()
+        headers = self._headers
+        if body is not None:
+            headers = {**headers, "Content-Type": "application/json"}
         try:
             # encoded=True: the id was validated to URL-safe characters, and
             # skipping re-quoting keeps the hot path cheap.
             async with self._session.request(
                 method,
                 URL(url, encoded=True),
-                headers=self._headers,
+                headers=headers,
+                data=body,
                 timeout=self._timeout,
                 allow_redirects=False,
             ) as resp:
