@@ -9,7 +9,8 @@ import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
-from orchestrator.config import load_settings, resolve_config_path, split_listen
+from orchestrator.client.commands import DEFAULT_SERVER, EXIT_USAGE
+from orchestrator.config import KINDS, load_settings, resolve_config_path, split_listen
 from orchestrator.errors import ConfigError, StoreLocked
 
 log = logging.getLogger("orchestrator.cli")
@@ -60,6 +61,39 @@ def _simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _track(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from orchestrator.client.commands import track
+
+    console = Console(highlight=False)
+    return run_async(
+        lambda: track(
+            console,
+            kind=args.kind,
+            remote_id=args.remote_id,
+            wait=args.wait,
+            server=args.server,
+            workspace=args.workspace,
+            timeout_s=args.timeout_s,
+        )
+    )
+
+
+def _status(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from orchestrator.client.commands import status
+
+    return run_async(lambda: status(Console(highlight=False), server=args.server))
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from orchestrator.demo import run_demo
+
+    return run_demo(count=args.count, seed=args.seed, live=not args.no_live)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="orchestrator",
@@ -84,11 +118,59 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--profile", default="default")
     sim.add_argument("--seed", type=int, default=None)
     sim.set_defaults(func=_simulate)
+
+    demo = sub.add_parser(
+        "demo", help="simulator, service and an event sink together, with live progress"
+    )
+    demo.add_argument("--count", type=_positive_int, default=300, help="trackings (default 300)")
+    demo.add_argument("--seed", type=int, default=None, help="repeat a run's mix and timings")
+    demo.add_argument(
+        "--no-live", action="store_true", help="plain progress lines instead of the live display"
+    )
+    demo.set_defaults(func=_demo)
+
+    server_help = (
+        f"the service's URL (else $ORCH_SERVER, else {DEFAULT_SERVER}); token: $ORCH_API_TOKEN"
+    )
+    trk = sub.add_parser(
+        "track",
+        help="track one job or build on a running service",
+        description="Exit codes with --wait: 0 succeeded, 1 failed, 2 cancelled, "
+        "3 deadline_exceeded, 4 not_found, 5 abandoned, 10 usage or connection error.",
+    )
+    trk.add_argument("kind", choices=KINDS, metavar="KIND", help=", ".join(KINDS))
+    trk.add_argument("remote_id", metavar="REMOTE_ID", help="the id Moltaro returned")
+    trk.add_argument("--wait", action="store_true", help="show status changes until terminal")
+    trk.add_argument("--server", help=server_help)
+    trk.add_argument("--workspace", default="default")
+    trk.add_argument("--timeout-s", type=float, default=None, help="the tracking's deadline")
+    trk.set_defaults(func=_track)
+
+    st = sub.add_parser("status", help="what a running service is tracking, as a table")
+    st.add_argument("--server", help=server_help)
+    st.set_defaults(func=_status)
     return parser
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+# argparse exits 2 on bad arguments; for the client commands 2 means "cancelled".
+_CLIENT_COMMANDS = ("track", "status")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = build_parser().parse_args(words)
+    except SystemExit as exc:
+        if exc.code == 2 and any(w in _CLIENT_COMMANDS for w in words[:1]):
+            return EXIT_USAGE
+        raise
     try:
         result: int = args.func(args)
     except ConfigError as exc:

@@ -1,0 +1,190 @@
+"""``orchestrator track`` and ``orchestrator status``: the client on the command line.
+
+Both talk to a running service: ``--server`` (else ``$ORCH_SERVER``, else
+http://127.0.0.1:8080), with the bearer token from ``$ORCH_API_TOKEN``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from datetime import datetime
+
+import aiohttp
+from rich.console import Console
+from rich.table import Table
+
+from orchestrator.client.errors import OrchestratorApiError
+from orchestrator.client.http import OrchestratorClient
+from orchestrator.client.models import Tracking
+
+DEFAULT_SERVER = "http://127.0.0.1:8080"
+
+# ``track --wait`` exit codes, one per outcome (documented in docs/api.md).
+EXIT_CODES = {
+    "succeeded": 0,
+    "failed": 1,
+    "cancelled": 2,
+    "deadline_exceeded": 3,
+    "not_found": 4,
+    "abandoned": 5,
+}
+EXIT_USAGE = 10  # bad arguments, an API problem, or no service to talk to
+
+_STYLE = {
+    "succeeded": "green",
+    "failed": "red",
+    "cancelled": "yellow",
+    "deadline_exceeded": "magenta",
+    "not_found": "bright_black",
+    "abandoned": "bright_black",
+}
+# More than this many active trackings are counted from the first pages only.
+STATUS_SCAN_LIMIT = 20_000
+
+
+def server_url(explicit: str | None) -> str:
+    return explicit or os.environ.get("ORCH_SERVER") or DEFAULT_SERVER
+
+
+def _client(server: str | None) -> OrchestratorClient:
+    return OrchestratorClient(server_url(server), token=os.environ.get("ORCH_API_TOKEN") or None)
+
+
+def outcome_text(outcome: str | None) -> str:
+    if outcome is None:
+        return "-"
+    return f"[{_STYLE.get(outcome, 'white')}]{outcome}[/]"
+
+
+def detail_of(t: Tracking) -> str:
+    """The one thing worth reading about how a tracking ended."""
+    result = t.result or {}
+    failure = result.get("failure")
+    if isinstance(failure, dict) and failure.get("reason_code"):
+        return f"ReasonCode {failure['reason_code']}"
+    for key in ("result_summary", "last_error", "error_summary", "cancellation_reason_code"):
+        if result.get(key):
+            return str(result[key])[:60]
+    if t.outcome == "deadline_exceeded":
+        return f"last seen {result.get('last_remote_status') or 'nothing'}"
+    if t.last_error:
+        return str(t.last_error.get("kind"))
+    return ""
+
+
+def _clock(iso_text: str | None) -> str:
+    if not iso_text:
+        return "-"
+    return datetime.fromisoformat(iso_text.replace("Z", "+00:00")).astimezone().strftime("%H:%M:%S")
+
+
+async def track(
+    console: Console,
+    *,
+    kind: str,
+    remote_id: str,
+    wait: bool,
+    server: str | None = None,
+    workspace: str = "default",
+    timeout_s: float | None = None,
+    poll_s: float = 0.5,
+) -> int:
+    try:
+        async with _client(server) as orch:
+            tracking = await orch.track(kind, remote_id, workspace=workspace, timeout_s=timeout_s)
+            console.print(
+                f"[bold]{tracking.tracking_id}[/]  {tracking.kind} {tracking.remote_id} "
+                f"on {tracking.workspace}: {tracking.state}"
+                + (f" ({outcome_text(tracking.outcome)})" if tracking.outcome else "")
+                + f", deadline {tracking.deadline_at}",
+                highlight=False,
+            )
+            if not wait:
+                return 0
+            final = await _follow(console, orch, tracking, poll_s)
+    except OrchestratorApiError as exc:
+        console.print(
+            f"[red]orchestrator: {exc}[/]" + (f" (field {exc.field})" if exc.field else "")
+        )
+        return EXIT_USAGE
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        console.print(f"[red]orchestrator: cannot reach {server_url(server)}: {exc}[/]")
+        return EXIT_USAGE
+    console.print(
+        f"{final.tracking_id} ended as {outcome_text(final.outcome)} after {final.polls} polls"
+        + (f": {detail_of(final)}" if detail_of(final) else ""),
+        highlight=False,
+    )
+    return EXIT_CODES.get(final.outcome or "", EXIT_USAGE)
+
+
+async def _follow(
+    console: Console, orch: OrchestratorClient, first: Tracking, poll_s: float
+) -> Tracking:
+    previous: list[str | None] = [None]
+
+    def changed(t: Tracking) -> None:
+        status = t.remote_status or "(not read yet)"
+        if t.terminal:
+            return
+        if status != previous[0]:
+            console.print(
+                f"  {_clock(t.raw.get('last_polled_at') or t.created_at)}  "
+                f"{previous[0] or 'start'} -> [cyan]{status}[/]  (polls {t.polls})",
+                highlight=False,
+            )
+            previous[0] = status
+        spinner.update(f"{t.tracking_id}: {status}, {t.polls} polls")
+
+    with console.status(f"{first.tracking_id}: waiting for the first read") as spinner:
+        return await orch.wait(first.tracking_id, poll_s=poll_s, on_change=changed)
+
+
+async def status(console: Console, *, server: str | None = None, recent: int = 10) -> int:
+    try:
+        async with _client(server) as orch:
+            counts: Counter[tuple[str, str, str]] = Counter()
+            scanned = 0
+            async for t in orch.list(state="active", page_size=1000):
+                counts[(t.workspace, t.kind, t.remote_status or "(not read yet)")] += 1
+                scanned += 1
+                if scanned >= STATUS_SCAN_LIMIT:
+                    break
+            page = await orch.list_page(state="terminal", limit=max(50, recent * 5))
+    except OrchestratorApiError as exc:
+        console.print(f"[red]orchestrator: {exc}[/]")
+        return EXIT_USAGE
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        console.print(f"[red]orchestrator: cannot reach {server_url(server)}: {exc}[/]")
+        return EXIT_USAGE
+
+    active = Table(title=f"Active trackings at {server_url(server)}", title_justify="left")
+    for name in ("workspace", "kind", "remote status"):
+        active.add_column(name)
+    active.add_column("count", justify="right")
+    for (workspace, kind, remote_status), n in sorted(counts.items()):
+        active.add_row(workspace, kind, remote_status, str(n))
+    more = "+" if scanned >= STATUS_SCAN_LIMIT else ""
+    active.add_section()
+    active.add_row("[bold]total[/]", "", "", f"[bold]{scanned}{more}[/]")
+    console.print(active)
+
+    ended = sorted(page.items, key=lambda t: t.terminal_at or "", reverse=True)[:recent]
+    table = Table(title="Recent outcomes", title_justify="left")
+    for name in ("ended", "tracking", "kind", "remote id", "outcome", "polls", "detail"):
+        table.add_column(name, justify="right" if name == "polls" else "left")
+    for t in ended:
+        table.add_row(
+            _clock(t.terminal_at),
+            t.tracking_id,
+            t.kind,
+            t.remote_id,
+            outcome_text(t.outcome),
+            str(t.polls),
+            detail_of(t),
+        )
+    if not ended:
+        table.add_row("-", "nothing has ended yet", "", "", "", "", "")
+    console.print(table)
+    return 0

@@ -1,0 +1,333 @@
+"""``OrchestratorClient``: one method per route of the HTTP API."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Literal
+
+import aiohttp
+import orjson
+
+from orchestrator.client.errors import error_for
+from orchestrator.client.models import (
+    BatchItem,
+    CancelResult,
+    Event,
+    EventPage,
+    Kind,
+    Tracking,
+    TrackingPage,
+)
+
+
+class OrchestratorClient:
+    """Calls one orchestrator; pass ``session`` to share a connection pool (it is not closed)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        session: aiohttp.ClientSession | None = None,
+        *,
+        request_timeout_s: float = 30.0,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._session = session
+        self._owns_session = session is None
+        self._timeout = aiohttp.ClientTimeout(total=request_timeout_s)
+
+    async def __aenter__(self) -> OrchestratorClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._owns_session and self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            # Created on first use, inside the running loop, never at import.
+            self._session = aiohttp.ClientSession(trust_env=False)
+        return self._session
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, str] | Sequence[tuple[str, str]] | None = None,
+    ) -> Any:
+        data = None if json is None else orjson.dumps(json)
+        headers = dict(self._headers)
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        async with self.session.request(
+            method,
+            self.base_url + path,
+            data=data,
+            params=params,
+            headers=headers,
+            timeout=self._timeout,
+        ) as resp:
+            raw = await resp.read()
+            try:
+                body = orjson.loads(raw) if raw else None
+            except orjson.JSONDecodeError:
+                body = {"detail": raw[:200].decode(errors="replace")}
+            if resp.status >= 400:
+                problem = body if isinstance(body, dict) else None
+                raise error_for(resp.status, problem, resp.headers)
+            return body
+
+    # -- intake --
+
+    async def track(
+        self,
+        kind: Kind | str,
+        remote_id: str | None = None,
+        *,
+        enqueue_response: Mapping[str, Any] | None = None,
+        workspace: str = "default",
+        timeout_s: float | None = None,
+        deadline_at: str | datetime | None = None,
+        labels: Mapping[str, str] | None = None,
+        correlation_id: str | None = None,
+        callback_url: str | None = None,
+        notify: Literal["terminal", "all"] = "terminal",
+    ) -> Tracking:
+        """Track one id (or the id inside Moltaro's raw enqueue answer); idempotent."""
+        body = intake_body(
+            kind,
+            remote_id,
+            enqueue_response=enqueue_response,
+            workspace=workspace,
+            timeout_s=timeout_s,
+            deadline_at=deadline_at,
+            labels=labels,
+            correlation_id=correlation_id,
+            callback_url=callback_url,
+            notify=notify,
+        )
+        return Tracking.from_json(await self._call("POST", "/v1/trackings", json=body))
+
+    async def track_batch(
+        self, items: builtins.list[Mapping[str, Any]]
+    ) -> builtins.list[BatchItem]:
+        """Up to 1,000 intake bodies (see ``intake_body``) in one transaction."""
+        answer = await self._call("POST", "/v1/trackings/batch", json={"items": list(items)})
+        return [
+            BatchItem(
+                status=int(item["status"]),
+                tracking=Tracking.from_json(item["tracking"]) if item.get("tracking") else None,
+                problem=item.get("problem"),
+            )
+            for item in answer["items"]
+        ]
+
+    async def track_follow_ups(
+        self, runtime_result: Mapping[str, Any], workspace: str = "default"
+    ) -> builtins.list[Tracking]:
+        """Track every job id in a MoltaroRuntimeResult's FollowUpOperationIds (maybe none)."""
+        answer = await self._call(
+            "POST",
+            "/v1/trackings/follow-ups",
+            json={"workspace": workspace, "runtime_result": dict(runtime_result)},
+        )
+        return [Tracking.from_json(t) for t in answer["items"]]
+
+    # -- queries --
+
+    async def get(self, tracking_id: str) -> Tracking:
+        return Tracking.from_json(await self._call("GET", f"/v1/trackings/{tracking_id}"))
+
+    async def list_page(
+        self,
+        *,
+        state: Literal["active", "terminal"] | None = None,
+        kind: str | None = None,
+        outcome: str | None = None,
+        workspace: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> TrackingPage:
+        """One page, newest first; pass ``next_cursor`` back for the next one."""
+        params: list[tuple[str, str]] = [("limit", str(limit))]
+        for name, value in (
+            ("state", state),
+            ("kind", kind),
+            ("outcome", outcome),
+            ("workspace", workspace),
+            ("cursor", cursor),
+        ):
+            if value is not None:
+                params.append((name, value))
+        params += [("label", f"{k}:{v}") for k, v in (labels or {}).items()]
+        answer = await self._call("GET", "/v1/trackings", params=params)
+        return TrackingPage(
+            [Tracking.from_json(t) for t in answer["items"]], answer.get("next_cursor")
+        )
+
+    async def list(
+        self,
+        *,
+        state: Literal["active", "terminal"] | None = None,
+        kind: str | None = None,
+        outcome: str | None = None,
+        workspace: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        page_size: int = 500,
+    ) -> AsyncIterator[Tracking]:
+        """Every matching tracking, newest first, fetched page by page."""
+        cursor: str | None = None
+        while True:
+            page = await self.list_page(
+                state=state,
+                kind=kind,
+                outcome=outcome,
+                workspace=workspace,
+                labels=labels,
+                limit=page_size,
+                cursor=cursor,
+            )
+            for tracking in page.items:
+                yield tracking
+            cursor = page.next_cursor
+            if cursor is None:
+                return
+
+    async def wait(
+        self,
+        tracking_id: str,
+        *,
+        poll_s: float = 0.5,
+        timeout_s: float | None = None,
+        on_change: Callable[[Tracking], Awaitable[None] | None] | None = None,
+    ) -> Tracking:
+        """Until the tracking is terminal; ``on_change`` sees each new state or remote status.
+
+        Raises ``TimeoutError`` after ``timeout_s`` (the tracking goes on).
+        """
+        async with asyncio.timeout(timeout_s):
+            seen: tuple[str, str | None] | None = None
+            while True:
+                tracking = await self.get(tracking_id)
+                now = (tracking.state, tracking.remote_status)
+                if now != seen and on_change is not None:
+                    maybe = on_change(tracking)
+                    if maybe is not None:
+                        await maybe
+                seen = now
+                if tracking.terminal:
+                    return tracking
+                await asyncio.sleep(poll_s)
+
+    # -- caller actions --
+
+    async def cancel(self, tracking_id: str) -> CancelResult:
+        """Ask Moltaro to cancel (function jobs while ``CanCancel``); ``Conflict`` otherwise."""
+        answer = await self._call("POST", f"/v1/trackings/{tracking_id}/cancel")
+        return CancelResult(answer["tracking_id"], answer.get("remote_status"), answer["detail"])
+
+    async def abandon(self, tracking_id: str) -> Tracking:
+        """Stop tracking (outcome ``abandoned``); the remote work is left alone."""
+        return Tracking.from_json(await self._call("DELETE", f"/v1/trackings/{tracking_id}"))
+
+    # -- events --
+
+    async def events(self, after: int = 0, limit: int = 100) -> EventPage:
+        answer = await self._call(
+            "GET", "/v1/events", params={"after": str(after), "limit": str(limit)}
+        )
+        return EventPage([Event.from_json(e) for e in answer["events"]], int(answer["next_after"]))
+
+    async def stream_events(self, after: int = 0) -> AsyncIterator[Event]:
+        """Server-sent events from ``after`` on, reconnecting where it left off until cancelled."""
+        cursor = after
+        while True:
+            headers = {**self._headers, "Accept": "text/event-stream"}
+            if cursor:
+                headers["Last-Event-ID"] = str(cursor)
+            timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
+            async with self.session.get(
+                self.base_url + "/v1/events/stream",
+                params={"after": str(cursor)},
+                headers=headers,
+                timeout=timeout,
+            ) as resp:
+                if resp.status >= 400:
+                    raw = await resp.read()
+                    body = orjson.loads(raw) if raw else None
+                    raise error_for(resp.status, body if isinstance(body, dict) else None, {})
+                data: list[bytes] = []
+                async for line in resp.content:
+                    line = line.rstrip(b"\r\n")
+                    if line.startswith(b"data:"):
+                        data.append(line[5:].lstrip())
+                    elif not line and data:
+                        event = Event.from_json(orjson.loads(b"\n".join(data)))
+                        data = []
+                        cursor = event.seq
+                        yield event
+            # The server ends the stream when it drains: reconnect after a breath.
+            await asyncio.sleep(1.0)
+
+    async def metrics(self) -> str:
+        """The Prometheus exposition text of ``/metrics``."""
+        async with self.session.get(self.base_url + "/metrics", timeout=self._timeout) as resp:
+            if resp.status >= 400:
+                raise error_for(resp.status, None, resp.headers)
+            return await resp.text()
+
+    async def ready(self) -> bool:
+        """True when ``/readyz`` says the service takes work."""
+        try:
+            async with self.session.get(self.base_url + "/readyz", timeout=self._timeout) as resp:
+                return resp.status == 200
+        except (aiohttp.ClientError, TimeoutError):
+            return False
+
+
+def intake_body(
+    kind: Kind | str,
+    remote_id: str | None = None,
+    *,
+    enqueue_response: Mapping[str, Any] | None = None,
+    workspace: str = "default",
+    timeout_s: float | None = None,
+    deadline_at: str | datetime | None = None,
+    labels: Mapping[str, str] | None = None,
+    correlation_id: str | None = None,
+    callback_url: str | None = None,
+    notify: Literal["terminal", "all"] = "terminal",
+) -> dict[str, Any]:
+    """One intake body as ``POST /v1/trackings`` and each batch item take it."""
+    body: dict[str, Any] = {"kind": kind, "workspace": workspace, "notify": notify}
+    optional = {
+        "remote_id": remote_id,
+        "enqueue_response": None if enqueue_response is None else dict(enqueue_response),
+        "timeout_s": timeout_s,
+        "deadline_at": deadline_at.isoformat()
+        if isinstance(deadline_at, datetime)
+        else deadline_at,
+        "labels": None if labels is None else dict(labels),
+        "correlation_id": correlation_id,
+        "callback_url": callback_url,
+    }
+    body.update({k: v for k, v in optional.items() if v is not None})
+    return body

@@ -1,0 +1,207 @@
+"""What the demo has seen so far, and how it is shown: live (rich) or as plain lines."""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+
+from rich.console import Console, Group, RenderableType
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from orchestrator.client import Event
+from orchestrator.client.commands import outcome_text
+from orchestrator.demo.plan import Planned
+from orchestrator.demo.sink import SinkStats
+
+KINDS = ("function_job", "net_operation_build", "workspace_ui_build")
+OUTCOMES = ("succeeded", "failed", "cancelled", "deadline_exceeded", "not_found", "abandoned")
+_POLLS = re.compile(r"^orchestrator_polls_total\{([^}]*)\} ([0-9.e+]+)$", re.M)
+_ANOMALIES = re.compile(r"^orchestrator_contract_anomalies_total\{[^}]*\} ([0-9.e+]+)$", re.M)
+_RESULT = re.compile(r'result="([^"]+)"')
+
+
+@dataclass
+class Tally:
+    """Outcomes from the orchestrator's event feed, checked against the plan."""
+
+    planned: dict[str, Planned]  # by tracking_id
+    submitted: Counter[str] = field(default_factory=Counter)  # by kind
+    outcomes: dict[str, Counter[str]] = field(default_factory=dict)  # kind -> outcome
+    polls: list[int] = field(default_factory=list)
+    reasons: Counter[str] = field(default_factory=Counter)
+    ended: set[str] = field(default_factory=set)
+    as_planned: int = 0
+    not_as_planned: list[str] = field(default_factory=list)
+    polls_by_result: Counter[str] = field(default_factory=Counter)
+    anomalies: int = 0
+    cancels_asked: int = 0
+    cancels_accepted: int = 0
+    cancel_refusals: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for item in self.planned.values():
+            self.submitted[item.kind] += 1
+
+    @property
+    def total(self) -> int:
+        return len(self.planned)
+
+    def add(self, event: Event) -> None:
+        outcome = event.outcome
+        t = event.data
+        if outcome is None or t.tracking_id in self.ended or t.tracking_id not in self.planned:
+            return
+        self.ended.add(t.tracking_id)
+        self.outcomes.setdefault(t.kind, Counter())[outcome] += 1
+        self.polls.append(t.polls)
+        failure = (t.result or {}).get("failure")
+        if isinstance(failure, dict) and failure.get("reason_code"):
+            self.reasons[str(failure["reason_code"])] += 1
+        expected = self.planned[t.tracking_id].expected
+        if expected is not None:
+            if expected == outcome:
+                self.as_planned += 1
+            else:
+                self.not_as_planned.append(
+                    f"{self.planned[t.tracking_id].scenario}: {outcome}, planned {expected}"
+                )
+
+    def read_metrics(self, text: str) -> None:
+        polls: Counter[str] = Counter()
+        for labels, value in _POLLS.findall(text):
+            found = _RESULT.search(labels)
+            if found:
+                polls[found.group(1)] += int(float(value))
+        self.polls_by_result = polls
+        self.anomalies = sum(int(float(v)) for v in _ANOMALIES.findall(text))
+
+    def count(self, outcome: str) -> int:
+        return sum(c[outcome] for c in self.outcomes.values())
+
+    @property
+    def transport_errors(self) -> int:
+        return sum(n for r, n in self.polls_by_result.items() if r not in ("ok", "not_found"))
+
+    @property
+    def scripted(self) -> int:
+        return sum(1 for p in self.planned.values() if p.expected is not None)
+
+
+def outcome_table(tally: Tally, title: str | None = None) -> Table:
+    table = Table(title=title, title_justify="left", expand=False)
+    table.add_column("kind")
+    table.add_column("active", justify="right")
+    shown = [o for o in OUTCOMES if o != "abandoned" or tally.count(o)]
+    for outcome in shown:
+        table.add_column(outcome_text(outcome), justify="right")
+    table.add_column("total", justify="right")
+    for kind in KINDS:
+        got = tally.outcomes.get(kind, Counter())
+        active = tally.submitted[kind] - sum(got.values())
+        table.add_row(kind, str(active), *(str(got[o]) for o in shown), str(tally.submitted[kind]))
+    return table
+
+
+def stats_line(tally: Tally, sink: SinkStats, elapsed: float) -> str:
+    errors = ", ".join(
+        f"{r} {n}" for r, n in sorted(tally.polls_by_result.items()) if r != "ok" and n
+    )
+    polls = sum(tally.polls_by_result.values())
+    return (
+        f"polls {polls}" + (f" ({errors})" if errors else "")
+        + f" · events delivered {sink.delivered}, bad signatures {sink.bad_signature}"
+        + f" · {elapsed:.1f} s"
+    )  # fmt: skip
+
+
+class Display:
+    """A progress bar and the outcome table, redrawn in place (or plain lines)."""
+
+    def __init__(self, console: Console, total: int, live: bool) -> None:
+        self.console = console
+        self.live = live
+        self.progress = Progress(
+            TextColumn("[bold]trackings ended"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+        )
+        self.task = self.progress.add_task("ended", total=total)
+        self._last_plain = -1.0
+
+    def renderable(self, tally: Tally, sink: SinkStats, elapsed: float) -> RenderableType:
+        self.progress.update(self.task, completed=len(tally.ended))
+        return Group(self.progress, outcome_table(tally), stats_line(tally, sink, elapsed))
+
+    def plain(self, tally: Tally, sink: SinkStats, elapsed: float, force: bool = False) -> None:
+        if not force and elapsed - self._last_plain < 1.0:
+            return
+        self._last_plain = elapsed
+        counts = " ".join(f"{o} {tally.count(o)}" for o in OUTCOMES if tally.count(o))
+        self.console.print(
+            f"[{elapsed:5.1f}s] {len(tally.ended)}/{tally.total} ended"
+            + (f" · {counts}" if counts else "")
+            + f" · events delivered {sink.delivered} · polls {sum(tally.polls_by_result.values())}",
+            highlight=False,
+        )
+
+
+def summary(
+    console: Console, tally: Tally, sink: SinkStats, elapsed: float, fired: dict[str, int]
+) -> None:
+    """The closing report; its first lines are stable for scripts and tests to read."""
+    ended = len(tally.ended)
+    console.print()
+    console.print(outcome_table(tally, title="Outcomes by kind"))
+    console.print(
+        f"trackings: {tally.total} submitted, {ended} reached an outcome", highlight=False
+    )
+    console.print(
+        f"events: {sink.delivered} delivered, {sink.delivered} verified, "
+        f"{sink.bad_signature} bad signatures, {sink.refused} refused once and redelivered "
+        f"with the same id ({sink.redeliveries} redeliveries)",
+        highlight=False,
+    )
+    if tally.polls:
+        total_polls = sum(tally.polls)
+        console.print(
+            f"polls per tracking: mean {total_polls / len(tally.polls):.1f}, "
+            f"median {statistics.median(tally.polls):g}, max {max(tally.polls)} "
+            f"({total_polls} in all)",
+            highlight=False,
+        )
+    trouble = ", ".join(f"{k} {v}" for k, v in sorted(fired.items())) or "none"
+    seen = ", ".join(
+        f"{r} {n}"
+        for r, n in sorted(tally.polls_by_result.items())
+        if r not in ("ok", "not_found") and n
+    )
+    console.print(
+        f"transport faults injected: {trouble}; seen by the pollers: {seen or 'none'} "
+        "(none of them ended a tracking)",
+        highlight=False,
+    )
+    if tally.anomalies:
+        console.print(
+            f"contract anomalies (Completed without run evidence, kept polling): {tally.anomalies}",
+            highlight=False,
+        )
+    if tally.reasons:
+        reasons = ", ".join(f"{k} {v}" for k, v in tally.reasons.most_common())
+        console.print(f"build failure ReasonCodes: {reasons}", highlight=False)
+    console.print(
+        f"cancels: {tally.cancels_asked} asked, {tally.cancels_accepted} accepted (202)"
+        + "".join(f"; {r}" for r in tally.cancel_refusals[:3]),
+        highlight=False,
+    )
+    console.print(
+        f"scripted scenarios ended as planned: {tally.as_planned}/{tally.scripted}",
+        highlight=False,
+    )
+    for line in tally.not_as_planned[:10]:
+        console.print(f"  [yellow]not as planned[/]: {line}", highlight=False)
+    console.print(f"time: {elapsed:.1f} s", highlight=False)
