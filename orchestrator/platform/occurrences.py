@@ -1,0 +1,249 @@
+"""A schedule's occurrences, from its function-operations jobs and runs: pure.
+
+An occurrence is one due CRON instant. It either enqueued a job (``Source =
+Schedule``) or, because the previous job was still Queued or Leased, left a
+Skipped run with no job. It is *finished* when:
+
+- its job is Completed and its latest run is durably Success or Skipped with
+  CompletedAt (the same evidence a job status read needs; without it we wait);
+- its job is Failed or Cancelled and its latest run, if it has one, is no
+  longer Running;
+- it is a Skipped run (no job).
+
+The schedule's ``LastStatus`` plays no part: it is a summary, not evidence.
+
+What has been reported is kept in ``FollowState``, stored with the tracking, so
+that a restart reports nothing twice: ``since`` is the ``From`` of the next
+query and ``reported`` holds the keys of finished occurrences at or after it.
+``since`` only moves forward, and never past an unfinished occurrence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.clock import iso
+from orchestrator.platform.wire import as_timestamp, enum_name, get_ci, text
+
+Row = Mapping[str, Any]
+
+# Occurrences may become visible slightly out of order (commit lag on the
+# workspace): the watermark trails the newest one seen by this much.
+LAG_MARGIN_S = 120.0
+TERMINAL_JOB = ("Completed", "Failed", "Cancelled")
+_EVIDENCE_RUN = ("Success", "Skipped")
+
+
+@dataclass(slots=True)
+class FollowState:
+    since: float
+    reported: dict[str, float] = field(default_factory=dict)
+    count: int = 0
+    last: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "since": iso(self.since),
+            "reported": dict(self.reported),
+            "count": self.count,
+            "last": self.last,
+        }
+
+    @classmethod
+    def from_json(cls, raw: Any, default_since: float) -> FollowState:
+        """The stored state; a missing or unreadable one starts at ``default_since``."""
+        if not isinstance(raw, Mapping):
+            return cls(default_since)
+        since = as_timestamp(raw.get("since"))
+        reported = raw.get("reported")
+        count = raw.get("count")
+        last = raw.get("last")
+        return cls(
+            since=since if since is not None else default_since,
+            reported={
+                str(k): float(v)
+                for k, v in (reported.items() if isinstance(reported, Mapping) else ())
+                if isinstance(v, int | float) and not isinstance(v, bool)
+            },
+            count=count if isinstance(count, int) and not isinstance(count, bool) else 0,
+            last=dict(last) if isinstance(last, Mapping) else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    finished: list[dict[str, Any]]  # not yet reported, oldest first
+    pending: list[dict[str, Any]]  # jobs not finished yet, oldest first
+    newest: float | None  # the time of the newest occurrence seen
+
+
+def scan(
+    state: FollowState,
+    jobs: Sequence[Row],
+    runs: Sequence[Row],
+    job_status: Mapping[int, str],
+    run_status: Mapping[int, str],
+) -> Scan:
+    """Finished occurrences not yet reported, and the jobs still in progress."""
+    runs_by_job: dict[str, list[Row]] = {}
+    skipped: list[Row] = []
+    for run in runs:
+        job_id = text(run, "JobId")
+        if job_id is not None:
+            runs_by_job.setdefault(job_id, []).append(run)
+        elif enum_name(get_ci(run, "Status"), run_status) == "Skipped":
+            skipped.append(run)
+    finished: list[tuple[float, dict[str, Any]]] = []
+    pending: list[tuple[float, dict[str, Any]]] = []
+    newest: float | None = None
+    seen: set[str] = set()
+    for job in jobs:
+        job_id = text(job, "JobId")
+        if job_id is None or job_id in seen:
+            continue
+        seen.add(job_id)
+        at = as_timestamp(get_ci(job, "CreatedAt"))
+        at = state.since if at is None else at
+        newest = at if newest is None else max(newest, at)
+        occ = _job_occurrence(job, job_id, runs_by_job.get(job_id, []), job_status, run_status)
+        key = occ["key"]
+        if occ["finished"]:
+            if key not in state.reported:
+                finished.append((at, occ))
+        else:
+            pending.append((at, occ))
+    for run in skipped:
+        run_id = text(run, "RunId")
+        if run_id is None or f"run:{run_id}" in seen:
+            continue
+        seen.add(f"run:{run_id}")
+        at = as_timestamp(get_ci(run, "StartedAt")) or as_timestamp(get_ci(run, "CompletedAt"))
+        at = state.since if at is None else at
+        newest = at if newest is None else max(newest, at)
+        occ = _skipped_occurrence(run, run_id)
+        if occ["key"] not in state.reported:
+            finished.append((at, occ))
+    finished.sort(key=lambda pair: (pair[0], pair[1]["key"]))
+    pending.sort(key=lambda pair: (pair[0], pair[1]["key"]))
+    for at, occ in finished + pending:
+        occ["at"] = at
+    return Scan([o for _, o in finished], [o for _, o in pending], newest)
+
+
+def mark(state: FollowState, occurrence: dict[str, Any]) -> None:
+    """Record one occurrence as reported (before its event is written with this state)."""
+    state.reported[occurrence["key"]] = float(occurrence["at"])
+    state.count += 1
+    state.last = public(occurrence)
+
+
+def settle(state: FollowState, result: Scan) -> None:
+    """Move the watermark forward and forget keys older than it."""
+    candidate = state.since
+    if result.newest is not None:
+        candidate = max(candidate, result.newest - LAG_MARGIN_S)
+    if result.pending:
+        candidate = min(candidate, min(float(o["at"]) for o in result.pending))
+    state.since = max(state.since, candidate)
+    state.reported = {k: at for k, at in state.reported.items() if at >= state.since}
+
+
+def public(occurrence: Mapping[str, Any]) -> dict[str, Any]:
+    """The occurrence as events and results carry it."""
+    out = {k: v for k, v in occurrence.items() if k not in ("finished", "at")}
+    out["occurred_at"] = iso(occurrence.get("at"))
+    return out
+
+
+def _run_summary(run: Row | None, run_status: Mapping[int, str]) -> dict[str, Any]:
+    if run is None:
+        return {
+            "run_id": None,
+            "run_status": None,
+            "attempt": None,
+            "started_at": None,
+            "completed_at": None,
+            "duration_ms": None,
+            "result_summary": None,
+            "error_summary": None,
+        }
+    return {
+        "run_id": text(run, "RunId"),
+        "run_status": enum_name(get_ci(run, "Status"), run_status),
+        "attempt": get_ci(run, "Attempt"),
+        "started_at": text(run, "StartedAt"),
+        "completed_at": text(run, "CompletedAt"),
+        "duration_ms": get_ci(run, "DurationMs"),
+        "result_summary": text(run, "ResultSummary"),
+        "error_summary": text(run, "ErrorSummary"),
+    }
+
+
+def _latest_run(job: Row, runs: list[Row]) -> Row | None:
+    def attempt(run: Row) -> tuple[int, str]:
+        n = get_ci(run, "Attempt")
+        return (
+            n if isinstance(n, int) and not isinstance(n, bool) else -1,
+            text(run, "StartedAt") or "",
+        )
+
+    if runs:
+        return max(runs, key=attempt)
+    embedded = get_ci(job, "Run")
+    return embedded if isinstance(embedded, Mapping) else None
+
+
+def _job_occurrence(
+    job: Row,
+    job_id: str,
+    runs: list[Row],
+    job_status: Mapping[int, str],
+    run_status: Mapping[int, str],
+) -> dict[str, Any]:
+    status = enum_name(get_ci(job, "Status"), job_status)
+    run = _latest_run(job, runs)
+    summary = _run_summary(run, run_status)
+    finished = False
+    if status == "Completed":
+        finished = summary["run_status"] in _EVIDENCE_RUN and summary["completed_at"] is not None
+    elif status in TERMINAL_JOB:
+        finished = run is None or (
+            summary["run_status"] is not None and summary["run_status"] != "Running"
+        )
+    return {
+        "key": f"job:{job_id}",
+        "skipped": False,
+        "job_id": job_id,
+        "job_status": status,
+        **summary,
+        "attempts": len(runs),
+        "last_error": text(job, "LastError"),
+        "cancellation_reason_code": text(job, "CancellationReasonCode"),
+        "active_job_id": None,
+        "finished": finished,
+    }
+
+
+def _skipped_occurrence(run: Row, run_id: str) -> dict[str, Any]:
+    data = get_ci(run, "ResultData")
+    return {
+        "key": f"run:{run_id}",
+        "skipped": True,
+        "job_id": None,
+        "job_status": None,
+        "run_id": run_id,
+        "run_status": "Skipped",
+        "attempt": get_ci(run, "Attempt"),
+        "started_at": text(run, "StartedAt"),
+        "completed_at": text(run, "CompletedAt"),
+        "duration_ms": get_ci(run, "DurationMs"),
+        "result_summary": text(run, "ResultSummary"),
+        "error_summary": text(run, "ErrorSummary"),
+        "attempts": 0,
+        "last_error": None,
+        "cancellation_reason_code": None,
+        "active_job_id": text(data, "ActiveJobId"),
+        "finished": True,
+    }
