@@ -19,6 +19,8 @@ from orchestrator.store.base import NewEvent, Tracking
 
 TYPE_PREFIX = "com.moltaro.orchestrator.tracking."
 STATUS_CHANGED = TYPE_PREFIX + "status_changed"
+# One finished occurrence of a tracked schedule (not terminal: a schedule has many).
+OCCURRENCE = TYPE_PREFIX + "occurrence"
 CALLBACK = "callback"
 
 
@@ -45,8 +47,17 @@ class EventFactory:
     def status_changed(self, tracking: Tracking, now: float) -> NewEvent:
         return self._build(tracking, STATUS_CHANGED, now)
 
-    def _build(self, tracking: Tracking, type_: str, now: float) -> NewEvent:
+    def occurrence(self, tracking: Tracking, occurrence: dict[str, Any], now: float) -> NewEvent:
+        """``data`` is the tracking resource plus ``occurrence``."""
+        return self._build(tracking, OCCURRENCE, now, {"occurrence": occurrence})
+
+    def _build(
+        self, tracking: Tracking, type_: str, now: float, extra: dict[str, Any] | None = None
+    ) -> NewEvent:
         event_id = str(uuid.uuid4())
+        data = tracking_resource(tracking)
+        if extra:
+            data.update(extra)
         body: dict[str, Any] = {
             "specversion": "1.0",
             "id": event_id,
@@ -55,7 +66,7 @@ class EventFactory:
             "subject": tracking.tracking_id,
             "time": iso(now),
             "datacontenttype": "application/json",
-            "data": tracking_resource(tracking),
+            "data": data,
         }
         destinations = list(self._sinks)
         if tracking.callback_url:
