@@ -38,17 +38,22 @@ def add_event_routes(app: web.Application) -> None:
     app.router.add_post("/v1/deliveries/{delivery_id}/retry", retry_delivery)
 
 
+SQLITE_MAX_INT = 2**63 - 1
+
+
 def _int_param(raw: str | None, name: str, default: int, lo: int, hi: int | None = None) -> int:
     if raw is None:
         return default
     text = raw.strip()
-    if not text.isdigit():
+    # isdigit() alone accepts "²" and other Unicode digits that int() refuses.
+    if not (text.isascii() and text.isdigit()):
         raise ApiProblem(
             400, "Invalid parameter", f"{name} must be a non-negative integer", field=name
         )
     value = int(text)
-    if value < lo or (hi is not None and value > hi):
-        bound = f"between {lo} and {hi}" if hi is not None else f"at least {lo}"
+    hi = SQLITE_MAX_INT if hi is None else hi  # larger values overflow the store's integers
+    if value < lo or value > hi:
+        bound = f"between {lo} and {hi}"
         raise ApiProblem(400, "Invalid parameter", f"{name} must be {bound}", field=name)
     return value
 
@@ -180,7 +185,7 @@ async def list_deliveries(request: web.Request) -> web.Response:
 async def retry_delivery(request: web.Request) -> web.Response:
     runtime = request.app[RUNTIME]
     raw = request.match_info["delivery_id"]
-    if not raw.isdigit():
+    if not (raw.isascii() and raw.isdigit()) or int(raw) > SQLITE_MAX_INT:
         raise ApiProblem(404, "Not found", "no such delivery")
     delivery_id = int(raw)
     current = await runtime.store.get_delivery(delivery_id)

@@ -158,7 +158,8 @@ async def list_trackings(request: web.Request) -> web.Response:
             raise ApiProblem(400, "Invalid query", "label: must be key:value", field="label")
         labels[key] = value
     limit_text = q.get("limit", "100")
-    if not limit_text.isdigit() or not 1 <= int(limit_text) <= 1000:
+    # isdigit() alone accepts "²" and other Unicode digits that int() refuses.
+    if not (limit_text.isascii() and limit_text.isdigit()) or not 1 <= int(limit_text) <= 1000:
         raise ApiProblem(400, "Invalid query", "limit: must be 1-1000", field="limit")
     workspace = q.get("workspace") or None
     if workspace is not None and rt.settings.workspace(workspace) is None:
