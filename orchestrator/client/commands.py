@@ -125,17 +125,16 @@ async def _follow(
     previous: list[str | None] = [None]
 
     def changed(t: Tracking) -> None:
-        status = t.remote_status or "(not read yet)"
         if t.terminal:
             return
-        if status != previous[0]:
+        if t.remote_status is not None and t.remote_status != previous[0]:
             console.print(
-                f"  {_clock(t.raw.get('last_polled_at') or t.created_at)}  "
-                f"{previous[0] or 'start'} -> [cyan]{status}[/]  (polls {t.polls})",
+                f"  {_clock(t.raw.get('last_polled_at'))}  "
+                f"{previous[0] or 'tracked'} -> [cyan]{t.remote_status}[/]  (polls {t.polls})",
                 highlight=False,
             )
-            previous[0] = status
-        spinner.update(f"{t.tracking_id}: {status}, {t.polls} polls")
+            previous[0] = t.remote_status
+        spinner.update(f"{t.tracking_id}: {t.remote_status or 'not read yet'}, {t.polls} polls")
 
     with console.status(f"{first.tracking_id}: waiting for the first read") as spinner:
         return await orch.wait(first.tracking_id, poll_s=poll_s, on_change=changed)

@@ -29,12 +29,19 @@ def run_demo(count: int = 300, seed: int | None = None, live: bool = True) -> in
     live = live and console.is_terminal
     demo = Demo(console, count, seed, live)
 
+    terminated: list[bool] = []
+
     async def main() -> int:
         task = asyncio.current_task()
         loop = asyncio.get_running_loop()
-        if task is not None:
-            # SIGTERM cancels like Ctrl-C does, so that the same clean-up runs.
-            loop.add_signal_handler(signal.SIGTERM, task.cancel)
+
+        def on_sigterm() -> None:
+            # Cancel like Ctrl-C does, so that the same clean-up runs.
+            terminated.append(True)
+            if task is not None:
+                task.cancel()
+
+        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
         try:
             return await demo.run()
         finally:
@@ -46,7 +53,7 @@ def run_demo(count: int = 300, seed: int | None = None, live: bool = True) -> in
         return run_async(main)
     except (KeyboardInterrupt, asyncio.CancelledError):
         console.print("demo interrupted: every process it started has been stopped")
-        return 130
+        return 143 if terminated else 130
     except Exception as exc:
         console.print(f"[red]demo failed: {exc}[/]")
         return 1

@@ -1,0 +1,67 @@
+"""``orchestrator demo`` as a newcomer runs it: a child process, its summary, its clean-up."""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.newcomer.conftest import clean_env
+
+
+def test_demo_runs_to_a_clean_summary() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "demo", "--count", "50", "--seed", "11",
+         "--no-live"],
+        capture_output=True, text=True, timeout=110, env=clean_env(),
+    )  # fmt: skip
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "trackings: 50 submitted, 50 reached an outcome" in out
+    assert re.search(r"events: 50 delivered, 50 verified, 0 bad signatures", out), out
+    assert re.search(r"scripted scenarios ended as planned: (\d+)/\1\b", out), out
+    assert "polls per tracking: mean" in out
+    for outcome in ("succeeded", "failed", "cancelled", "deadline_exceeded", "not_found"):
+        assert outcome in out
+    assert "ReasonCodes: " in out
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_demo_stops_everything_it_started_on_a_signal(sig: signal.Signals, code: int) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "demo", "--count", "300", "--no-live"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=clean_env(),
+    )  # fmt: skip
+    assert proc.stdout is not None
+    seen: list[str] = []
+    port = None
+    try:
+        deadline = time.monotonic() + 60
+        for line in proc.stdout:
+            seen.append(line)
+            found = re.search(r"orchestrator serve on http://127\.0\.0\.1:(\d+)", line)
+            if found:
+                port = int(found.group(1))
+            if "waiting for every outcome" in line or time.monotonic() > deadline:
+                break
+        assert port is not None and _port_open(port), "".join(seen)
+        proc.send_signal(sig)
+        rest, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == code, "".join(seen) + rest
+    assert "every process it started has been stopped" in rest
+    assert not _port_open(port)

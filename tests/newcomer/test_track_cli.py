@@ -1,0 +1,140 @@
+"""``orchestrator track --wait`` exits with its outcome's code; ``status`` prints the tables."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from orchestrator.client import OrchestratorClient
+from tests.newcomer.conftest import Stack, clean_env, free_port
+
+FOREVER = 3600
+
+
+async def cli(*args: str, token: str | None, timeout_s: float = 60) -> tuple[int, str]:
+    env = clean_env(**({"ORCH_API_TOKEN": token} if token else {}), COLUMNS="160")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "orchestrator", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
+    )  # fmt: skip
+    out, _ = await asyncio.wait_for(proc.communicate(), timeout_s)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode()
+
+
+def steps(*pairs: tuple[float, str], **last: object) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = [{"after_s": t, "status": s} for t, s in pairs]
+    out[-1].update(last)
+    return out
+
+
+async def test_track_wait_exits_with_the_outcome_code(stack: Stack) -> None:
+    ids = {
+        "succeeded": await stack.script(
+            "function_job", steps((0, "Queued"), (0.3, "Leased"), (4, "Completed"))
+        ),
+        "failed": await stack.script(
+            "net_operation_build",
+            steps(
+                (0, "Queued"),
+                (0.3, "Running"),
+                (0.8, "Failed"),
+                failure="storage_capacity_exhausted",
+            ),
+        ),
+        "cancelled": await stack.script(
+            "workspace_ui_build", steps((0, "Queued"), (0.6, "Cancelled"))
+        ),
+        "deadline_exceeded": await stack.script(
+            "function_job", steps((0, "Queued"), (0.2, "Leased"), (FOREVER, "Completed"))
+        ),
+        "not_found": await stack.script("function_job", [{"after_s": 0, "not_found": True}]),
+        "abandoned": await stack.script(
+            "function_job", steps((0, "Queued"), (0.2, "Leased"), (FOREVER, "Completed"))
+        ),
+    }
+    kinds = {"failed": "net_operation_build", "cancelled": "workspace_ui_build"}
+    async with OrchestratorClient(stack.url, token=stack.token) as orch:
+        # Tracked first here so that the test knows which tracking to abandon; the
+        # CLI's own intake then answers 200 with the same tracking.
+        to_abandon = await orch.track("function_job", ids["abandoned"])
+
+        async def run(outcome: str) -> tuple[int, str]:
+            extra = ["--timeout-s", "1.5"] if outcome == "deadline_exceeded" else []
+            kind = kinds.get(outcome, "function_job")
+            return await cli(
+                "track", kind, ids[outcome], "--wait", "--server", stack.url, *extra,
+                token=stack.token,
+            )  # fmt: skip
+
+        tasks = {o: asyncio.create_task(run(o)) for o in ids}
+        async with asyncio.timeout(30):
+            while (await orch.get(to_abandon.tracking_id)).polls < 2:
+                await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0)  # let the CLI reach its wait loop
+        await orch.abandon(to_abandon.tracking_id)
+        results = {o: await t for o, t in tasks.items()}
+
+    codes = {o: code for o, (code, _) in results.items()}
+    assert codes == {
+        "succeeded": 0,
+        "failed": 1,
+        "cancelled": 2,
+        "deadline_exceeded": 3,
+        "not_found": 4,
+        "abandoned": 5,
+    }, results
+    out = results["failed"][1]
+    assert "trk_" in out and "ended as failed" in out
+    assert "storage_capacity_exhausted" in out
+    assert "-> Leased" in results["succeeded"][1]  # a status change shown as it happened
+
+
+async def test_track_without_wait_prints_the_tracking(stack: Stack) -> None:
+    rid = await stack.script("function_job", steps((0, "Queued"), (0.2, "Completed")))
+    code, out = await cli("track", "function_job", rid, "--server", stack.url, token=stack.token)
+    assert code == 0
+    assert rid in out and "trk_" in out
+
+
+async def test_usage_and_connection_errors_exit_10(stack: Stack) -> None:
+    code, out = await cli("track", "no_such_kind", "J-1", token=stack.token)
+    assert code == 10, out
+    code, out = await cli("track", token=stack.token)
+    assert code == 10, out
+    code, out = await cli(
+        "track", "function_job", "J-1", "--server", f"http://127.0.0.1:{free_port()}",
+        token=stack.token,
+    )  # fmt: skip
+    assert code == 10 and "cannot reach" in out
+    code, out = await cli("track", "function_job", "J-1", "--server", stack.url, token="wrong")
+    assert code == 10 and "401" in out
+    code, out = await cli("status", "--server", stack.url, token=None)
+    assert code == 10 and "401" in out
+
+
+async def test_status_shows_active_trackings_and_recent_outcomes(stack: Stack) -> None:
+    async with OrchestratorClient(stack.url, token=stack.token) as orch:
+        for _ in range(3):
+            rid = await stack.script(
+                "net_operation_build", steps((0, "Queued"), (0.1, "Running"), (FOREVER, "Failed"))
+            )
+            await orch.track("net_operation_build", rid)
+        done = await orch.track(
+            "function_job", await stack.script("function_job", steps((0, "Completed")))
+        )
+        await orch.wait(done.tracking_id, poll_s=0.1, timeout_s=20)
+        async with asyncio.timeout(20):
+            while True:
+                page = await orch.list_page(state="active", kind="net_operation_build")
+                if sum(t.remote_status == "Running" for t in page.items) >= 3:
+                    break
+                await asyncio.sleep(0.1)
+    code, out = await cli("status", "--server", stack.url, token=stack.token)
+    assert code == 0, out
+    assert "Active trackings" in out and "Recent outcomes" in out
+    row = next(
+        line for line in out.splitlines() if "net_operation_build" in line and "Running" in line
+    )
+    assert int(row.split("│")[-2]) >= 3
+    assert done.tracking_id in out and "succeeded" in out
