@@ -235,8 +235,12 @@ class Sink:
     the outbox's retries and redeliveries are part of every run.
     """
 
-    def __init__(self, secret: str, *, fail_ratio: float = 0.0, seed: int = 1) -> None:
+    def __init__(
+        self, secret: str, *, fail_ratio: float = 0.0, seed: int = 1, callback_secret: str = ""
+    ) -> None:
         self.webhook = Webhook(secret)
+        # Callbacks are signed with events.callback_secret_env's secret.
+        self.callback_webhook = Webhook(callback_secret or secret)
         self.fail_ratio = fail_ratio
         self.rng = random.Random(seed)
         self.hits: list[Hit] = []
@@ -250,7 +254,8 @@ class Sink:
         body = await request.read()
         headers = dict(request.headers)
         try:
-            event = self.webhook.verify(body, headers)
+            hook = self.callback_webhook if "/callbacks/" in request.path else self.webhook
+            event = hook.verify(body, headers)
         except Exception:
             self.bad_signatures += 1
             return web.Response(status=400)

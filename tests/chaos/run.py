@@ -99,7 +99,12 @@ async def run_chaos(
     """Run, check against the truth, return the report and the raw figures behind it."""
     rng = random.Random(options.seed)
     secrets = Secrets()
-    sink = Sink(secrets.sink_secret, fail_ratio=options.sink_fail_ratio, seed=options.seed)
+    sink = Sink(
+        secrets.sink_secret,
+        fail_ratio=options.sink_fail_ratio,
+        seed=options.seed,
+        callback_secret=secrets.callback_secret,
+    )
     sim = await start_simulator(host="127.0.0.1", port=0, profile="fast", seed=options.seed)
     serve: ServeProcess | None = None
     report = ChaosReport()

@@ -77,7 +77,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     workdir: Path = tmp_path_factory.mktemp("live")
     secrets = Secrets()
     loop = LoopThread()
-    sink = Sink(secrets.sink_secret)
+    sink = Sink(secrets.sink_secret, callback_secret=secrets.callback_secret)
     sim: RunningSimulator | None = None
     serve: ServeProcess | None = None
     try:
