@@ -112,8 +112,8 @@ def stats_line(tally: Tally, sink: SinkStats, elapsed: float) -> str:
     polls = sum(tally.polls_by_result.values())
     return (
         f"polls {polls}" + (f" ({errors})" if errors else "")
-        + f" · events delivered {sink.delivered}, bad signatures {sink.bad_signature}"
-        + f" · {elapsed:.1f} s"
+        + f"\nevents delivered {sink.delivered} · redelivered {sink.redeliveries}"
+        + f" · bad signatures {sink.bad_signature} · {elapsed:.1f} s"
     )  # fmt: skip
 
 
@@ -151,27 +151,35 @@ class Display:
 
 
 def summary(
-    console: Console, tally: Tally, sink: SinkStats, elapsed: float, fired: dict[str, int]
+    console: Console,
+    tally: Tally,
+    sink: SinkStats,
+    elapsed: float,
+    fired: dict[str, int],
+    table: bool = True,
 ) -> None:
-    """The closing report; its first lines are stable for scripts and tests to read."""
+    """The closing report; its first lines are stable for scripts and tests to read.
+
+    ``table=False`` when the live display's last frame already shows the outcomes.
+    """
     ended = len(tally.ended)
     console.print()
-    console.print(outcome_table(tally, title="Outcomes by kind"))
+    if table:
+        console.print(outcome_table(tally, title="Outcomes by kind"))
     console.print(
         f"trackings: {tally.total} submitted, {ended} reached an outcome", highlight=False
     )
     console.print(
         f"events: {sink.delivered} delivered, {sink.delivered} verified, "
-        f"{sink.bad_signature} bad signatures, {sink.refused} refused once and redelivered "
-        f"with the same id ({sink.redeliveries} redeliveries)",
+        f"{sink.bad_signature} bad signatures; {sink.refused} refused once on purpose and "
+        f"redelivered with the same webhook-id",
         highlight=False,
     )
     if tally.polls:
         total_polls = sum(tally.polls)
         console.print(
             f"polls per tracking: mean {total_polls / len(tally.polls):.1f}, "
-            f"median {statistics.median(tally.polls):g}, max {max(tally.polls)} "
-            f"({total_polls} in all)",
+            f"median {statistics.median(tally.polls):g}, max {max(tally.polls)}",
             highlight=False,
         )
     trouble = ", ".join(f"{k} {v}" for k, v in sorted(fired.items())) or "none"

@@ -85,7 +85,7 @@ class Demo:
             tally.read_metrics(await orch.metrics())
             fired = await faults_fired(session, sim_url)
         code = await self.serve.stop()
-        summary(self.console, tally, sink.stats, elapsed, fired)
+        summary(self.console, tally, sink.stats, elapsed, fired, table=not self.live)
         if code != 0:
             self.console.print(f"[red]orchestrator serve exited {code}[/]\n{self.serve.log_tail()}")
         ok = done and sink.stats.delivered == tally.total and sink.stats.bad_signature == 0
