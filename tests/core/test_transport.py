@@ -191,3 +191,19 @@ async def test_deadline_while_workspace_is_down_keeps_last_error(api: Api) -> No
     assert done["last_error"]["kind"] == "http_5xx"
     text = await api.metrics_text()
     assert 'orchestrator_workspace_up{workspace="default"} 0.0' in text
+
+
+async def test_401_and_403_are_transport_trouble_not_outcomes(api: Api) -> None:
+    rid = await api.script("function_job", [Q, {"after_s": 0.1, "status": "Completed"}])
+    await api.sim("PUT", "/_sim/faults", {"rules": [
+        {"route": "job_status", "fault": "http_5xx", "status": 401, "max_hits": 2},
+        {"route": "job_status", "fault": "http_5xx", "status": 403, "max_hits": 2},
+    ]})
+    t = await api.track(kind="function_job", remote_id=rid)
+    done = await api.wait_terminal(t["tracking_id"])
+    assert done["outcome"] == "succeeded"
+    statuses = [r["status"] for r in await api.requests_for(rid)]
+    assert statuses[:4] == [401, 401, 403, 403]
+    text = await api.metrics_text()
+    line = 'orchestrator_polls_total{kind="function_job",result="unauthorized",workspace="default"}'
+    assert float(text.split(line, 1)[1].split("\n", 1)[0]) == 4
