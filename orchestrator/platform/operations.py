@@ -1,0 +1,65 @@
+"""Reading the Function operations list routes, page by page."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from orchestrator.engine.workspace import ReadResult, WorkspaceClient
+from orchestrator.platform.wire import get_ci, list_items, text
+
+Row = Mapping[str, Any]
+
+PAGE_LIMIT = 200
+MAX_PAGES = 10
+
+
+async def read_rows(
+    client: WorkspaceClient,
+    path: str,
+    query: Mapping[str, str],
+    id_field: str,
+    time_field: str,
+) -> tuple[list[Row] | None, ReadResult]:
+    """Every row matching ``query`` (at most MAX_PAGES pages), or None and the failed read.
+
+    The routes answer newest first with a ``Limit``; when ``Total`` says more
+    matched, the next page asks for rows up to (``To``) the oldest one seen.
+    Rows are de-duplicated by ``id_field`` (a page boundary repeats its instant).
+    """
+    rows: list[Row] = []
+    seen: set[str] = set()
+    upper: str | None = None
+    read = ReadResult("ok")
+    for _ in range(MAX_PAGES):
+        params = {**query, "Limit": str(PAGE_LIMIT)}
+        if upper is not None:
+            params["To"] = upper
+        read = await client.call("GET", path, query=params)
+        if read.result != "ok":
+            return None, read
+        items = list_items(read.body)
+        if items is None:
+            return None, ReadResult(
+                "invalid_response",
+                read.http_status,
+                error={"kind": "invalid_response", "message": f"{path}: not a list page"},
+                duration=read.duration,
+            )
+        fresh = 0
+        for row in items:
+            key = text(row, id_field)
+            if key is not None and key in seen:
+                continue
+            if key is not None:
+                seen.add(key)
+            rows.append(row)
+            fresh += 1
+        total = get_ci(read.body, "Total")
+        if not isinstance(total, int) or len(rows) >= total or len(items) < PAGE_LIMIT:
+            break
+        times = [t for t in (text(r, time_field) for r in items) if t is not None]
+        if not fresh or not times:
+            break
+        upper = min(times)
+    return rows, read
