@@ -28,6 +28,8 @@ from orchestrator.events.bus import EventBus
 from orchestrator.events.cloudevents import EventFactory
 from orchestrator.interpret import Phase, Verdict, interpret
 from orchestrator.metrics import Metrics
+from orchestrator.platform.run_history import RunHistory
+from orchestrator.platform.schedule_follower import ScheduleFollower
 from orchestrator.store.base import Finish, PollUpdate, Store, Tracking
 
 log = logging.getLogger("orchestrator.engine")
@@ -80,6 +82,9 @@ class Engine:
             )
             for name, client in clients.items()
         }
+        # The platform's other surfaces: schedule trackings and function-job run history.
+        self.schedule_follower = ScheduleFollower(self)
+        self.run_history = RunHistory(self)
         self._stop = asyncio.Event()
         self._writer_stop = asyncio.Event()
         self._workers: list[asyncio.Task[None]] = []
@@ -101,7 +106,9 @@ class Engine:
             return
         entry = Entry(t, self._to_mono(t.deadline_at))
         due_floor = 0.0
-        if t.remote is not None:
+        if t.kind == "schedule":
+            self.schedule_follower.adopt(t)
+        elif t.remote is not None:
             verdict = interpret(t.kind, t.remote, self.clients[t.workspace].enums[t.kind])
             entry.fingerprint = verdict.fingerprint
             if verdict.next_run_at is not None:
@@ -144,6 +151,9 @@ class Engine:
         gauge = probes.in_flight(ws)
         gauge.inc()
         try:
+            if kind == "schedule":
+                await self.schedule_follower.poll(entry, gen)
+                return
             result = await self.clients[ws].read(kind, entry.remote_id)
         finally:
             gauge.dec()
@@ -186,8 +196,14 @@ class Engine:
             entry.fingerprint = verdict.fingerprint
             entry.remote_status = verdict.remote_status
             if verdict.terminal:
+                result = verdict.result
+                if kind == "function_job":
+                    gen = entry.gen
+                    result = await self.run_history.attach(entry, r.body, result)
+                    if gen != entry.gen:
+                        return  # abandoned while the runs were read
                 await self._finish(
-                    entry, verdict.phase.value, verdict.result, remote=r.body, polled_at=now_w
+                    entry, verdict.phase.value, result, remote=r.body, polled_at=now_w
                 )
                 return
             next_run_at = verdict.next_run_at
