@@ -19,6 +19,7 @@ _PATHS = {
     "function_job": lambda w: w.paths.function_job,
     "net_operation_build": lambda w: w.paths.net_operation_build,
     "workspace_ui_build": lambda w: w.paths.workspace_ui_build,
+    "schedule": lambda w: w.paths.schedule,
 }
 
 
@@ -93,6 +94,9 @@ def _remote_id(body: IntakeBody, workspace: WorkspaceConfig) -> str:
     if body.enqueue_response is None:
         assert body.remote_id is not None  # the model requires one of the two
         return body.remote_id
+    if body.kind == "schedule":
+        # Creating a schedule enqueues nothing: there is no enqueue response to take an id from.
+        raise _invalid("enqueue_response", "a schedule tracking takes remote_id (the ScheduleId)")
     found = extract_remote_id(body.enqueue_response)
     if found is None:
         raise _invalid("enqueue_response", "carries no JobId or Id")

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-Kind = Literal["function_job", "net_operation_build", "workspace_ui_build"]
+Kind = Literal["function_job", "net_operation_build", "workspace_ui_build", "schedule"]
 Outcome = Literal["succeeded", "failed", "cancelled", "deadline_exceeded", "not_found", "abandoned"]
 
 REMOTE_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,200}")
@@ -35,7 +35,10 @@ class IntakeBody(BaseModel):
         default=None,
         min_length=1,
         max_length=200,
-        description="The job or build id Moltaro returned; [A-Za-z0-9._:-], not dots alone.",
+        description=(
+            "The job or build id Moltaro returned (for kind schedule: the ScheduleId); "
+            "[A-Za-z0-9._:-], not dots alone."
+        ),
     )
     enqueue_response: dict[str, Any] | None = Field(
         default=None,
