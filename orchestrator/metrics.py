@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-KINDS = ("function_job", "net_operation_build", "workspace_ui_build")
+KINDS = ("function_job", "net_operation_build", "workspace_ui_build", "schedule")
 OUTCOMES = ("succeeded", "failed", "cancelled", "deadline_exceeded", "not_found", "abandoned")
 POLL_RESULTS = (
     "ok",
