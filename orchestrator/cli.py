@@ -7,11 +7,14 @@ import asyncio
 import logging
 import sys
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.client.commands import DEFAULT_SERVER, EXIT_USAGE
 from orchestrator.config import KINDS, load_settings, resolve_config_path, split_listen
 from orchestrator.errors import ConfigError, StoreLocked
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 log = logging.getLogger("orchestrator.cli")
 
@@ -62,11 +65,9 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _track(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from orchestrator.client.commands import track
 
-    console = Console(highlight=False)
+    console = _console()
     return run_async(
         lambda: track(
             console,
@@ -81,11 +82,17 @@ def _track(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from orchestrator.client.commands import status
 
-    return run_async(lambda: status(Console(highlight=False), server=args.server))
+    return run_async(lambda: status(_console(), server=args.server))
+
+
+def _console() -> Console:
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    # Piped or captured: wide enough for the tables, not 80 columns.
+    return console if console.is_terminal else Console(highlight=False, width=160)
 
 
 def _demo(args: argparse.Namespace) -> int:
