@@ -1,0 +1,108 @@
+"""Routes of the platform's other surfaces: execution-model discovery, retry-chain stop."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from aiohttp import web
+
+from orchestrator.api.trackings import _tracking, json_response, read_json
+from orchestrator.errors import ApiProblem
+from orchestrator.platform.discovery import DiscoveryError, execution_model
+from orchestrator.platform.stop_retries import RetryStopper
+from orchestrator.runtime import RUNTIME
+
+routes = web.RouteTableDef()
+
+_FUNCTION_KEY = re.compile(r"[A-Za-z0-9._:-]{1,200}")
+_TITLES = {
+    404: "Not found",
+    409: "Cannot stop retries",
+    502: "Workspace error",
+    503: "Workspace busy",
+}
+
+
+@routes.get("/v1/functions/{function_key}/execution-model")
+async def get_execution_model(request: web.Request) -> web.Response:
+    rt = request.app[RUNTIME]
+    key = request.match_info["function_key"]
+    if not _FUNCTION_KEY.fullmatch(key) or key.strip(".") == "":
+        raise ApiProblem(
+            400,
+            "Invalid function key",
+            "must be 1-200 characters of [A-Za-z0-9._:-]",
+            field="function_key",
+        )
+    name = request.query.get("workspace") or "default"
+    client = rt.engine.clients.get(name)
+    if client is None:
+        raise ApiProblem(400, "Invalid query", "workspace: unknown workspace", field="workspace")
+    try:
+        answer = await execution_model(client, key)
+    except DiscoveryError as exc:
+        raise ApiProblem(
+            502, "Workspace error", str(exc), extra={"route": exc.route, "result": exc.read.result}
+        ) from None
+    if answer is None:
+        raise ApiProblem(
+            404,
+            "Unknown function",
+            f"the Function Catalog of workspace {name} has no function key {key}",
+            field="function_key",
+        )
+    return json_response(answer)
+
+
+def _expected_version(raw: Any) -> str | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) - {"expected_modified_at"}:
+        raise ApiProblem(
+            422,
+            "Invalid request",
+            'body: only {"expected_modified_at": "<ModifiedAt>"} is accepted',
+            field="body",
+        )
+    value = raw.get("expected_modified_at")
+    if value is not None and (not isinstance(value, str) or not 1 <= len(value) <= 64):
+        raise ApiProblem(
+            422,
+            "Invalid request",
+            "expected_modified_at: must be the job's ModifiedAt as a string",
+            field="expected_modified_at",
+        )
+    return value
+
+
+@routes.post("/v1/trackings/{tracking_id}/stop-retries")
+async def stop_retries(request: web.Request) -> web.Response:
+    rt = request.app[RUNTIME]
+    tracking = await _tracking(request)
+    expected = _expected_version(await read_json(request) if request.can_read_body else None)
+    if tracking.kind != "function_job":
+        raise ApiProblem(
+            409, "Cannot stop retries", "only function jobs have a retry chain", field="kind"
+        )
+    if tracking.state != "active":
+        raise ApiProblem(
+            409,
+            "Already terminal",
+            f"the tracking ended as {tracking.outcome}",
+            extra={"outcome": tracking.outcome},
+        )
+    answer = await RetryStopper(rt.engine).stop(tracking.tracking_id, expected)
+    if answer is None:
+        raise ApiProblem(409, "Already terminal", "the tracking has just ended")
+    body = answer.body(tracking.tracking_id, tracking.remote_id)
+    if answer.status in (200, 202):
+        return json_response(body, answer.status)
+    headers = {}
+    if answer.retry_after is not None:
+        headers["Retry-After"] = str(max(1, round(answer.retry_after)))
+    title = "Stale version" if answer.stale else _TITLES.get(answer.status, "Error")
+    extra = {k: v for k, v in body.items() if k not in ("detail", "tracking_id")}
+    extra.update(answer.extra, stale=answer.stale)
+    field = "expected_modified_at" if answer.stale else None
+    raise ApiProblem(answer.status, title, answer.detail, field=field, extra=extra, headers=headers)
