@@ -37,31 +37,60 @@ def create_trackings(
 
 
 def record_polls(conn: sqlite3.Connection, updates: Sequence[PollUpdate]) -> None:
-    plain: list[tuple[object, ...]] = []
+    plain: list[PollUpdate] = []
     for update in updates:
-        changed = update.remote_changed
-        params = (
-            update.polls,
-            update.last_polled_at,
-            update.next_poll_at,
-            _rows.dump(update.last_error),
-            changed,
-            update.remote_status if changed else None,
-            _rows.dump(update.remote) if changed else None,
-            update.tracking_id,
-        )
         if update.event is None:
-            plain.append(params)
+            plain.append(update)
             continue
         # An update carrying an event needs to know whether the row was still active; the
-        # plain ones before it are flushed first so that updates apply in the order given.
-        if plain:
-            conn.executemany(queries.RECORD_POLL, plain)
-            plain = []
-        if conn.execute(queries.RECORD_POLL, params).rowcount:
+        # plain ones before it are written first so that updates apply in the order given.
+        _record_plain(conn, plain)
+        plain = []
+        if conn.execute(queries.RECORD_POLL, _poll_params(update)).rowcount:
             append_event(conn, update.event)
-    if plain:
-        conn.executemany(queries.RECORD_POLL, plain)
+    _record_plain(conn, plain)
+
+
+def _poll_params(update: PollUpdate) -> tuple[object, ...]:
+    changed = update.remote_changed
+    return (
+        update.polls,
+        update.last_polled_at,
+        update.next_poll_at,
+        _rows.dump(update.last_error),
+        changed,
+        update.remote_status if changed else None,
+        _rows.dump(update.remote) if changed else None,
+        update.tracking_id,
+    )
+
+
+def _record_plain(conn: sqlite3.Connection, updates: Sequence[PollUpdate]) -> None:
+    """Updates without events; only one tracking's own updates must keep their order.
+
+    A tracking whose updates in this run are all plain (no change, no error) needs
+    only its last one, written in bulk; any other tracking's updates go one by one.
+    """
+    if not updates:
+        return
+    last: dict[str, PollUpdate] = {}
+    mixed: set[str] = set()
+    for update in updates:
+        last[update.tracking_id] = update
+        if update.remote_changed or update.last_error is not None:
+            mixed.add(update.tracking_id)
+    if mixed:
+        conn.executemany(
+            queries.RECORD_POLL, [_poll_params(u) for u in updates if u.tracking_id in mixed]
+        )
+    rows = [u for tid, u in last.items() if tid not in mixed]
+    size = queries.PLAIN_POLL_ROWS
+    for start in range(0, len(rows), size):
+        chunk = rows[start : start + size]
+        params: list[object] = []
+        for u in chunk:
+            params += (u.tracking_id, u.polls, u.last_polled_at, u.next_poll_at)
+        conn.execute(queries.record_plain_polls(len(chunk)), params)
 
 
 def finish(conn: sqlite3.Connection, items: Sequence[Finish]) -> list[bool]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 TRACKING_COLUMNS = (
     "tracking_id, workspace, kind, remote_id, state, outcome, remote_status, remote, result,"
     " polls, last_polled_at, next_poll_at, last_error, deadline_at, created_at, terminal_at,"
@@ -47,6 +49,24 @@ RECORD_POLL = (
     " remote = CASE WHEN ?5 THEN ?7 ELSE remote END"
     " WHERE tracking_id = ?8 AND state = 'active'"
 )
+
+# The common poll result (status unchanged, no error, no event) for many rows in ONE
+# statement: (tracking_id, polls, last_polled_at, next_poll_at) per row. A statement per
+# row hands the GIL back and forth once per row between the writer thread and the event
+# loop; under load each hand-back waits for the loop's switch interval.
+PLAIN_POLL_ROWS = 200  # 800 parameters: under the oldest SQLite's limit of 999
+
+
+@functools.lru_cache(maxsize=PLAIN_POLL_ROWS)
+def record_plain_polls(rows: int) -> str:
+    values = ",".join(["(?,?,?,?)"] * rows)
+    return (
+        "UPDATE trackings SET polls = u.column2, last_polled_at = u.column3,"
+        " next_poll_at = u.column4, last_error = NULL"
+        f" FROM (VALUES {values}) AS u"
+        " WHERE trackings.tracking_id = u.column1 AND trackings.state = 'active'"
+    )
+
 
 # Named parameters; poll fields are kept when the finish carries no poll (polls is NULL).
 FINISH_TRACKING = (
