@@ -16,25 +16,25 @@ from tests.core.conftest import (  # noqa: F401 - fixtures, found by name
 )
 
 
-async def set_jobs(api: Api, **job: Any) -> None:
+async def set_jobs(svc: Api, **job: Any) -> None:
     """Override the simulator's job behaviour for every job created afterwards."""
-    status, body = await api.sim("PUT", "/_sim/profile", {"job": job})
+    status, body = await svc.sim("PUT", "/_sim/profile", {"job": job})
     assert status == 200, body
 
 
-async def events_of(api: Api, tracking_id: str) -> list[dict[str, Any]]:
-    status, body = await api.call("GET", "/v1/events?after=0&limit=1000")
+async def events_of(svc: Api, tracking_id: str) -> list[dict[str, Any]]:
+    status, body = await svc.call("GET", "/v1/events?after=0&limit=1000")
     assert status == 200, body
     return [e for e in body["events"] if e["subject"] == tracking_id]
 
 
 async def wait_for(
-    api: Api, tracking_id: str, predicate: Any, timeout: float = 30.0
+    svc: Api, tracking_id: str, predicate: Any, timeout: float = 30.0
 ) -> list[dict[str, Any]]:
     """The tracking's events once ``predicate(events)`` holds."""
     async with asyncio.timeout(timeout):
         while True:
-            events = await events_of(api, tracking_id)
+            events = await events_of(svc, tracking_id)
             if predicate(events):
                 return events
             await asyncio.sleep(0.1)
