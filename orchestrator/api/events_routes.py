@@ -14,6 +14,7 @@ from typing import Any, cast, get_args
 import orjson
 from aiohttp import web
 
+from orchestrator.aio import wait_event
 from orchestrator.clock import iso
 from orchestrator.errors import ApiProblem
 from orchestrator.events.cloudevents import CALLBACK, sink_destination
@@ -125,8 +126,7 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
                 last_write = loop.time()
                 if len(records) == STREAM_BATCH:
                     continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(woken.wait(), STREAM_TICK_S)
+            await wait_event(woken, STREAM_TICK_S)
             if loop.time() - last_write >= HEARTBEAT_S and not _gone(request, runtime):
                 await resp.write(b": heartbeat\n\n")
                 last_write = loop.time()

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
+
+from orchestrator.aio import wait_event
 
 
 class EventBus:
@@ -30,8 +31,4 @@ class EventBus:
 
     async def wait(self, wait_s: float) -> bool:
         """True when woken by a publish, False after wait_s."""
-        event = self._event
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), wait_s)
-            return True
-        return False
+        return await wait_event(self._event, wait_s)

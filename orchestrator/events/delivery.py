@@ -12,7 +12,6 @@ dies mid-attempt leaves the delivery due again, never lost: at-least-once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 import logging
 import os
@@ -22,6 +21,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
+from orchestrator.aio import wait_event
 from orchestrator.clock import Clock
 from orchestrator.config import EventsConfig
 from orchestrator.errors import ConfigError, StoreUnavailable
@@ -170,7 +170,7 @@ class DeliveryService:
             self._tg.create_task(self._work(dest), name=f"deliveries:{dest.key}")
 
     async def _watch_bus(self) -> None:
-        while True:
+        while not self._stopping.is_set():
             # Nothing awaits between two wait() calls, so no publish is missed.
             if await self._bus.wait(60.0):
                 for dest in self._dests.values():
@@ -238,12 +238,10 @@ class DeliveryService:
         timeout = RECHECK_S
         if dest.due:
             timeout = min(timeout, max(dest.due[0] - self._clock.now(), 0.0))
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(dest.wake.wait(), timeout)
+        await wait_event(dest.wake, timeout)
 
     async def _pause(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), seconds)
+        await wait_event(self._stopping, seconds)
 
     async def _drain(self, dest: _Destination, in_flight: set[asyncio.Task[None]]) -> None:
         if not in_flight:

@@ -7,9 +7,9 @@ and the polling loop are never held up for more than one short transaction.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
+from orchestrator.aio import wait_event
 from orchestrator.clock import Clock
 from orchestrator.config import EventsConfig
 from orchestrator.errors import StoreUnavailable
@@ -44,5 +44,4 @@ async def run_pruner(store: Store, events: EventsConfig, clock: Clock, stop: asy
                 log.info(
                     "pruned %d terminal trackings older than %g s", deleted, events.retention_s
                 )
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), events.prune_interval_s)
+        await wait_event(stop, events.prune_interval_s)
