@@ -30,6 +30,7 @@ class PollWriter:
         self._pending: list[PollUpdate] = []
         self._kick = asyncio.Event()
         self._lock = asyncio.Lock()
+        self._finishing: list[tuple[list[Finish], asyncio.Future[list[bool]]]] = []
 
     def add(self, update: PollUpdate) -> None:
         self._pending.append(update)
@@ -45,26 +46,65 @@ class PollWriter:
         # The lock keeps batches in the order they were taken, so a later
         # update of a tracking never overtakes an earlier one.
         async with self._lock:
-            batch, self._pending = self._pending, []
-            if not batch:
-                return
-            try:
-                await self._store.record_polls(batch)
-            except StoreError:
-                # Nothing of the batch was stored: keep it (its status_changed
-                # events included) for the next attempt.
-                self._pending[:0] = batch
-                raise
+            await self._flush_locked()
+
+    async def _flush_locked(self) -> None:
+        batch, self._pending = self._pending, []
+        if not batch:
+            return
+        try:
+            await self._store.record_polls(batch)
+        except StoreError:
+            # Nothing of the batch was stored: keep it (its status_changed
+            # events included) for the next attempt.
+            self._pending[:0] = batch
+            raise
         if any(u.event is not None for u in batch):
             self._bus.publish()
 
     async def finish(self, items: Sequence[Finish]) -> list[bool]:
-        await self.flush()
+        """Flush, then store terminal transitions; one answer per item.
+
+        Every finish waiting for the lock joins the next one's transaction: one
+        at a time, each paid a poll flush and a commit of its own, which capped
+        terminal transitions at about seventy a second.
+        """
+        future: asyncio.Future[list[bool]] = asyncio.get_running_loop().create_future()
+        self._finishing.append((list(items), future))
         async with self._lock:
-            done = await self._store.finish(items)
-        if any(done):
+            if not future.done():
+                await self._finish_waiting()
+        return await future
+
+    async def _finish_waiting(self) -> None:
+        batch, self._finishing = self._finishing, []
+        try:
+            await self._flush_locked()
+            # One store call per caller, submitted together: the store commits them in
+            # one transaction yet fails only the caller whose write failed.
+            answers = await asyncio.gather(
+                *(self._store.finish(items) for items, _ in batch), return_exceptions=True
+            )
+        except StoreError as exc:
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        except BaseException:
+            for _, future in batch:
+                future.cancel()
+            raise
+        published = False
+        for (_, future), answer in zip(batch, answers, strict=True):
+            if future.done():
+                continue
+            if isinstance(answer, BaseException):
+                future.set_exception(answer)
+            else:
+                future.set_result(answer)
+                published = published or any(answer)
+        if published:
             self._bus.publish()
-        return done
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
