@@ -156,6 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
     st = sub.add_parser("status", help="what a running service is tracking, as a table")
     st.add_argument("--server", help=server_help)
     st.set_defaults(func=_status)
+
+    from orchestrator.platform.cli import add_explain_command
+
+    add_explain_command(sub)
     return parser
 
 

@@ -73,6 +73,8 @@ class PollingConfig(_Section):
     not_found_confirmations: int = Field(default=3, ge=1)
     not_found_min_s: float = Field(default=10, ge=0)
     openapi_refresh_s: float = Field(default=300, gt=0)
+    # A finished function job's result lists its runs (one admin read per job).
+    run_history: bool = True
 
     @model_validator(mode="after")
     def _order(self) -> PollingConfig:

@@ -127,6 +127,13 @@ class Metrics:
             ["workspace", "kind"],
             registry=r,
         )
+        self.admin_requests_total = Counter(
+            "orchestrator_admin_requests_total",
+            "Requests to Moltaro's administrative routes that are not status polls "
+            "(run history, retry-chain control), by route and result.",
+            ["workspace", "route", "result"],
+            registry=r,
+        )
         self.in_flight = Gauge(
             "orchestrator_polls_in_flight",
             "Status reads currently in flight.",

@@ -237,6 +237,52 @@ def build_openapi() -> dict[str, Any]:
                 },
             },
         },
+        "/v1/trackings/{tracking_id}/stop-retries": {
+            "parameters": [_TRACKING_ID],
+            "post": {
+                "operationId": "stopRetries",
+                "requestBody": {
+                    "required": False,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "additionalProperties": False,
+                                "properties": {"expected_modified_at": {"type": "string"}},
+                            }
+                        }
+                    },
+                },
+                "responses": {
+                    "202": _json({"type": "object"}, "Stop accepted (job.retry.stopRequested)"),
+                    "200": _json({"type": "object"}, "Already requested (idempotent)"),
+                    "404": _problem("Unknown"),
+                    "409": _problem("Stale version, not a function job, or terminal"),
+                    "502": _problem("Workspace error"),
+                    **_ERRORS,
+                },
+            },
+        },
+        "/v1/functions/{function_key}/execution-model": {
+            "parameters": [
+                {
+                    "name": "function_key",
+                    "in": "path",
+                    "required": True,
+                    "schema": {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,200}$"},
+                }
+            ],
+            "get": {
+                "operationId": "getExecutionModel",
+                "parameters": [_query("workspace", {"type": "string"})],
+                "responses": {
+                    "200": _json({"type": "object"}, "The decision-table row and flags"),
+                    "404": _problem("Unknown function key"),
+                    "502": _problem("Workspace error"),
+                    **_ERRORS,
+                },
+            },
+        },
         "/healthz": {
             "get": {
                 "operationId": "healthz",

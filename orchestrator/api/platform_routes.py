@@ -7,7 +7,7 @@ from typing import Any
 
 from aiohttp import web
 
-from orchestrator.api.trackings import _tracking, json_response, read_json
+from orchestrator.api.trackings import active_function_job, json_response, read_json
 from orchestrator.errors import ApiProblem
 from orchestrator.platform.discovery import DiscoveryError, execution_model
 from orchestrator.platform.stop_retries import RetryStopper
@@ -79,19 +79,10 @@ def _expected_version(raw: Any) -> str | None:
 @routes.post("/v1/trackings/{tracking_id}/stop-retries")
 async def stop_retries(request: web.Request) -> web.Response:
     rt = request.app[RUNTIME]
-    tracking = await _tracking(request)
+    tracking = await active_function_job(
+        request, "Cannot stop retries", "only function jobs have a retry chain"
+    )
     expected = _expected_version(await read_json(request) if request.can_read_body else None)
-    if tracking.kind != "function_job":
-        raise ApiProblem(
-            409, "Cannot stop retries", "only function jobs have a retry chain", field="kind"
-        )
-    if tracking.state != "active":
-        raise ApiProblem(
-            409,
-            "Already terminal",
-            f"the tracking ended as {tracking.outcome}",
-            extra={"outcome": tracking.outcome},
-        )
     answer = await RetryStopper(rt.engine).stop(tracking.tracking_id, expected)
     if answer is None:
         raise ApiProblem(409, "Already terminal", "the tracking has just ended")

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, get_args
 
 import orjson
 from aiohttp import web
 
 from orchestrator.api.intake import follow_up_items, validate_intake
-from orchestrator.api.models import MAX_BATCH
-from orchestrator.config import KINDS
+from orchestrator.api.models import MAX_BATCH, Kind
 from orchestrator.errors import ApiProblem
 from orchestrator.metrics import OUTCOMES
 from orchestrator.resource import tracking_resource
@@ -131,6 +130,21 @@ async def _tracking(request: web.Request) -> Tracking:
     return tracking
 
 
+async def active_function_job(request: web.Request, title: str, detail: str) -> Tracking:
+    """The path's tracking, when it is an active function job; else a 404/409 problem."""
+    tracking = await _tracking(request)
+    if tracking.kind != "function_job":
+        raise ApiProblem(409, title, detail, field="kind")
+    if tracking.state != "active":
+        raise ApiProblem(
+            409,
+            "Already terminal",
+            f"the tracking ended as {tracking.outcome}",
+            extra={"outcome": tracking.outcome},
+        )
+    return tracking
+
+
 @routes.get("/v1/trackings/{tracking_id}")
 async def get_tracking(request: web.Request) -> web.Response:
     return json_response(tracking_resource(await _tracking(request)))
@@ -166,7 +180,7 @@ async def list_trackings(request: web.Request) -> web.Response:
         raise ApiProblem(400, "Invalid query", "workspace: unknown workspace", field="workspace")
     query = TrackingQuery(
         state=_choice(q, "state", ("active", "terminal")),  # type: ignore[arg-type]
-        kind=_choice(q, "kind", KINDS),
+        kind=_choice(q, "kind", get_args(Kind)),
         outcome=_choice(q, "outcome", OUTCOMES),  # type: ignore[arg-type]
         workspace=workspace,
         labels=labels,
@@ -183,18 +197,9 @@ async def list_trackings(request: web.Request) -> web.Response:
 @routes.post("/v1/trackings/{tracking_id}/cancel")
 async def cancel_tracking(request: web.Request) -> web.Response:
     rt = request.app[RUNTIME]
-    tracking = await _tracking(request)
-    if tracking.kind != "function_job":
-        raise ApiProblem(
-            409, "Not cancellable", "only function jobs can be cancelled", field="kind"
-        )
-    if tracking.state != "active":
-        raise ApiProblem(
-            409,
-            "Already terminal",
-            f"the tracking ended as {tracking.outcome}",
-            extra={"outcome": tracking.outcome},
-        )
+    tracking = await active_function_job(
+        request, "Not cancellable", "only function jobs can be cancelled"
+    )
     answer = await rt.engine.cancel(tracking.tracking_id)
     if answer is None:
         raise ApiProblem(409, "Already terminal", "the tracking has just ended")

@@ -197,7 +197,7 @@ class Engine:
             entry.remote_status = verdict.remote_status
             if verdict.terminal:
                 result = verdict.result
-                if kind == "function_job":
+                if kind == "function_job" and self.polling.run_history:
                     gen = entry.gen
                     result = await self.run_history.attach(entry, r.body, result)
                     if gen != entry.gen:

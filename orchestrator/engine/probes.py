@@ -60,6 +60,9 @@ class PollMetrics:
             )
         return child
 
+    def admin_request(self, workspace: str, route: str, result: str) -> None:
+        self._m.admin_requests_total.labels(workspace=workspace, route=route, result=result).inc()
+
     def anomaly(self, workspace: str, kind: str, reason: str) -> None:
         self._m.contract_anomalies_total.labels(workspace=workspace, kind=kind, reason=reason).inc()
 

@@ -82,7 +82,7 @@ class RunHistory:
         runs, read = await read_rows(
             client, client.cfg.paths.function_runs, query, "RunId", "StartedAt"
         )
-        eng.probes.polled(entry.workspace, _KIND, read.result, read.duration)
+        eng.probes.admin_request(entry.workspace, "function_runs", read.result)
         if read.retry_after is not None:
             scheduler.block(eng.clock.monotonic() + read.retry_after)
         if runs is None:

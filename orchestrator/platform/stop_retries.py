@@ -151,7 +151,9 @@ class RetryStopper:
     ) -> ReadResult:
         eng = self.engine
         read = await eng.clients[ws].call(method, template.replace("{id}", job_id), json=json)
-        eng.probes.polled(ws, _KIND, read.result, read.duration)
+        eng.probes.admin_request(
+            ws, "stop_retries" if method == "POST" else "operations_job", read.result
+        )
         if read.retry_after is not None:
             eng.schedulers[ws].block(eng.clock.monotonic() + read.retry_after)
         return read
