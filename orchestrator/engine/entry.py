@@ -7,6 +7,8 @@ dict / None when unused.
 
 from __future__ import annotations
 
+import sys
+
 from orchestrator.store.base import Tracking
 
 _NO_LABELS: dict[str, str] = {}
@@ -38,8 +40,10 @@ class Entry:
 
     def __init__(self, t: Tracking, deadline_mono: float) -> None:
         self.tracking_id = t.tracking_id
-        self.workspace = t.workspace
-        self.kind = t.kind
+        # Every row read back from the store brings its own copy of these few
+        # strings; interning keeps one per value across 100,000 entries.
+        self.workspace = sys.intern(t.workspace)
+        self.kind = sys.intern(t.kind)
         self.remote_id = t.remote_id
         self.deadline = t.deadline_at
         self.deadline_mono = deadline_mono
