@@ -1,0 +1,308 @@
+"""The throughput phases: baseline, intake, saturation, restart, half saturation.
+
+Each phase returns plain numbers; ``run.py`` strings them together and
+``events_phase.py`` does the event-latency and duration-mix phase.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+
+from bench.procs import (
+    REPO,
+    CpuMark,
+    Serve,
+    Simulator,
+    free_port,
+    histogram_quantile,
+    rss_bytes,
+    scrape,
+    serve_config,
+)
+
+JOB_STATUS = "/api/workspace/functions/jobs/"
+
+
+@dataclass(slots=True)
+class Params:
+    name: str
+    trackings: int
+    singles: int  # of the trackings, how many arrive one per request
+    concurrency: int  # baseline workers = the service's max_in_flight
+    warmup_s: float
+    window_s: float
+    half_window_s: float
+    restart_rate: float  # workspace limit during the restart phase
+    events: int
+    mix_scale: float
+    single_clients: int = 32
+    batch_clients: int = 4
+    batch_size: int = 1000
+
+
+PROFILES = {
+    "smoke": Params("smoke", 300, 60, 16, 0.5, 1.0, 1.0, 1000, 40, 0.2),
+    "quick": Params("quick", 10_000, 1_500, 64, 1.0, 4.0, 4.0, 5_000, 400, 0.5),
+    "full": Params("full", 100_000, 5_000, 64, 2.0, 10.0, 15.0, 12_000, 2_000, 1.0),
+}
+
+
+class SimCpu:
+    """The simulator's CPU share over a window: its CPU seconds / wall seconds."""
+
+    def __init__(self, sim: Simulator) -> None:
+        self.mark = CpuMark.take(sim.pid)
+
+    def share(self) -> float:
+        cpu, wall = self.mark.since()
+        return cpu / wall if wall > 0 else 0.0
+
+
+async def bulk_jobs(session: aiohttp.ClientSession, sim: str, count: int) -> list[str]:
+    """Jobs that stay Queued for the whole run: every read is the same cheap cached body."""
+    async with session.put(
+        f"{sim}/_sim/profile", json={"job": {"pickup_s": 86_400, "duration_s": 1}}
+    ) as resp:
+        resp.raise_for_status()
+    ids: list[str] = []
+    while len(ids) < count:
+        n = min(50_000, count - len(ids))
+        async with session.post(
+            f"{sim}/_sim/jobs/bulk", json={"count": n, "function_key": "bench.job"}
+        ) as resp:
+            resp.raise_for_status()
+            ids += (await resp.json())["ids"]
+    return ids
+
+
+async def baseline(sim: Simulator, ids: list[str], p: Params, workdir: Path) -> dict[str, float]:
+    ids_file = workdir / "ids.txt"
+    ids_file.write_text("\n".join(ids) + "\n")
+    args = [
+        sys.executable, str(REPO / "bench" / "baseline.py"), "--url", sim.url, "--ids-file", str(ids_file),
+        "--concurrency", str(p.concurrency), "--warmup", str(p.warmup_s), "--duration", str(p.window_s),
+    ]  # fmt: skip
+    proc = await asyncio.create_subprocess_exec(*args, stdout=subprocess.PIPE)
+    await asyncio.sleep(
+        p.warmup_s + 0.3
+    )  # ids load + warm-up, then measure the simulator alongside
+    sim_cpu = SimCpu(sim)
+    await asyncio.sleep(max(0.1, p.window_s - 0.6))
+    share = sim_cpu.share()
+    out, _ = await proc.communicate()
+    result = orjson.loads(out)
+    polls = result["polls"]
+    return {
+        "baseline_polls_per_s": polls / result["wall_s"],
+        "baseline_cpu_ms_per_poll": 1000 * result["cpu_s"] / max(1, polls),
+        "baseline_errors": result["errors"],
+        "simulator_cpu_share_baseline": share,
+    }
+
+
+def _item(rid: str) -> dict[str, Any]:
+    return {"kind": "function_job", "remote_id": rid, "timeout_s": 86_400}
+
+
+async def intake(
+    session: aiohttp.ClientSession, serve: Serve, ids: list[str], p: Params
+) -> dict[str, float]:
+    """Single and batch intake against a service that is not polling (first read far away)."""
+    singles, rest = ids[: p.singles], ids[p.singles :]
+    url = f"{serve.url}/v1/trackings"
+    queue = iter(singles)
+    accepted = 0
+
+    async def single_client() -> None:
+        nonlocal accepted
+        for rid in queue:
+            async with session.post(url, json=_item(rid)) as resp:
+                if resp.status in (200, 201):
+                    accepted += 1
+                await resp.read()
+
+    t0 = time.monotonic()
+    await asyncio.gather(*(single_client() for _ in range(p.single_clients)))
+    single_rate = accepted / (time.monotonic() - t0)
+
+    batches = iter([rest[i : i + p.batch_size] for i in range(0, len(rest), p.batch_size)])
+    accepted_batch = 0
+
+    async def batch_client() -> None:
+        nonlocal accepted_batch
+        for chunk in batches:
+            body = orjson.dumps({"items": [_item(r) for r in chunk]})
+            headers = {"Content-Type": "application/json"}
+            async with session.post(f"{url}/batch", data=body, headers=headers) as resp:
+                answer = orjson.loads(await resp.read())
+            accepted_batch += sum(1 for i in answer["items"] if i["status"] in (200, 201))
+
+    t0 = time.monotonic()
+    await asyncio.gather(*(batch_client() for _ in range(p.batch_clients)))
+    batch_rate = accepted_batch / (time.monotonic() - t0)
+    return {
+        "intake_single_per_s": single_rate,
+        "intake_batch_per_s": batch_rate,
+        "intake_accepted": accepted + accepted_batch,
+    }
+
+
+async def measure_polls(
+    session: aiohttp.ClientSession, serve: Serve, sim: Simulator, window: float
+) -> dict[str, Any]:
+    before = await scrape(session, serve.url)
+    mark, sim_cpu = CpuMark.take(serve.pid), SimCpu(sim)
+    await asyncio.sleep(window)
+    after = await scrape(session, serve.url)
+    cpu, wall = mark.since()
+    polls = after["polls"] - before["polls"]
+    return {
+        "polls_per_s": polls / wall,
+        "cpu_ms_per_poll": 1000 * cpu / max(1.0, polls),
+        "cpu_share": cpu / wall,
+        "simulator_cpu_share": sim_cpu.share(),
+        "lateness_p50_s": histogram_quantile(0.5, before["lateness"], after["lateness"]),
+        "lateness_p99_s": histogram_quantile(0.99, before["lateness"], after["lateness"]),
+        "non_ok": polls - (after["polls_ok"] - before["polls_ok"]),
+    }
+
+
+def _not_yet_polled(db: Path, since: float) -> int:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        row = conn.execute(
+            "SELECT count(*) FROM trackings WHERE state = 'active'"
+            " AND (last_polled_at IS NULL OR last_polled_at < ?)",
+            (since,),
+        ).fetchone()
+        return int(row[0])
+    finally:
+        conn.close()
+
+
+async def restart(
+    session: aiohttp.ClientSession, serve: Serve, db: Path, rate: float
+) -> dict[str, float]:
+    """From process start to every resumed tracking read once, and the peak request rate meanwhile."""
+    serve.spawn()
+    t0 = serve.started_at
+    await serve.ready(session)
+    ready_s = time.time() - t0
+    samples: list[tuple[float, float]] = []
+    done_at = None
+    async with asyncio.timeout(600):
+        while True:
+            samples.append((time.monotonic(), (await scrape(session, serve.url))["polls"]))
+            left = await asyncio.to_thread(_not_yet_polled, db, t0)
+            if left == 0:
+                done_at = time.time()
+                break
+            await asyncio.sleep(0.25)
+    samples.append((time.monotonic(), (await scrape(session, serve.url))["polls"]))
+    peak = 0.0
+    for i, (t, n) in enumerate(samples):
+        # The busiest window of at least one second between two samples.
+        for t2, n2 in samples[i + 1 :]:
+            if t2 - t >= 1.0:
+                peak = max(peak, (n2 - n) / (t2 - t))
+                break
+    if peak == 0.0 and len(samples) > 1:
+        (ta, na), (tb, nb) = samples[0], samples[-1]
+        peak = (nb - na) / max(tb - ta, 1e-3)
+    return {
+        "restart_to_ready_s": ready_s,
+        "restart_to_polling_s": done_at - t0,
+        "restart_peak_polls_per_s": peak,
+        "restart_rate_limit": rate,
+    }
+
+
+def polling(
+    initial: float, maximum: float, multiplier: float = 2.0, jitter: float = 0.2
+) -> dict[str, float]:
+    return {
+        "initial_delay_s": initial,
+        "max_delay_s": maximum,
+        "multiplier": multiplier,
+        "jitter": jitter,
+    }
+
+
+def new_serve(
+    workdir: Path,
+    name: str,
+    sim: Simulator,
+    db: Path,
+    pol: dict[str, float],
+    p: Params,
+    rate: float,
+    sink: str | None = None,
+) -> Serve:
+    port = free_port()
+    cfg = serve_config(
+        workdir / f"{name}.toml", port=port, db=db, sim_url=sim.url, polling=pol,
+        max_in_flight=p.concurrency, rate=rate, sink_url=sink,
+    )  # fmt: skip
+    return Serve(cfg, port, workdir / f"{name}.log")
+
+
+async def throughput(
+    session: aiohttp.ClientSession, sim: Simulator, ids: list[str], p: Params, workdir: Path
+) -> dict[str, Any]:
+    """Intake, saturation (then SIGKILL), restart, half saturation: one database, four processes."""
+    report: dict[str, Any] = {}
+    db = workdir / "orchestrator.db"
+    serve = new_serve(workdir, "intake", sim, db, polling(3600, 3600), p, 1e6)
+    await serve.start(session)
+    await asyncio.sleep(0.5)
+    rss_empty = rss_bytes(serve.pid)
+    report.update(await intake(session, serve, ids, p))
+    report["intake_exit_code"] = serve.terminate()
+
+    serve = new_serve(workdir, "saturation", sim, db, polling(0.02, 0.02, 1.0, 0.0), p, 1e6)
+    await serve.start(session)
+    await asyncio.sleep(p.warmup_s)
+    sat = await measure_polls(session, serve, sim, p.window_s)
+    report["orchestrator_polls_per_s"] = sat["polls_per_s"]
+    report["orchestrator_cpu_ms_per_poll"] = sat["cpu_ms_per_poll"]
+    report["orchestrator_cpu_share_saturation"] = sat["cpu_share"]
+    report["simulator_cpu_share_saturation"] = sat["simulator_cpu_share"]
+    report["saturation_non_ok_polls"] = sat["non_ok"]
+    serve.kill()  # SIGKILL: the restart below resumes from whatever was committed
+
+    serve = new_serve(workdir, "restart", sim, db, polling(1.0, 30.0), p, p.restart_rate)
+    report.update(await restart(session, serve, db, p.restart_rate))
+    report["restart_exit_code"] = serve.terminate()
+
+    half_rate = sat["polls_per_s"] / 2
+    interval = len(ids) / half_rate
+    serve = new_serve(workdir, "half", sim, db, polling(interval, interval, 1.0, 0.2), p, 1e6)
+    await serve.start(session)
+    await asyncio.sleep(p.warmup_s)
+    half = await measure_polls(session, serve, sim, p.half_window_s)
+    rss = rss_bytes(serve.pid)
+    report.update(
+        {
+            "half_target_polls_per_s": half_rate,
+            "half_interval_s": interval,
+            "half_polls_per_s": half["polls_per_s"],
+            "half_cpu_ms_per_poll": half["cpu_ms_per_poll"],
+            "lateness_p50_s": half["lateness_p50_s"],
+            "lateness_p99_s": half["lateness_p99_s"],
+            "rss_empty_bytes": rss_empty,
+            "rss_active_bytes": rss,
+            "rss_bytes_per_tracking": (rss - rss_empty) / len(ids),
+        }
+    )
+    report["half_exit_code"] = serve.terminate()
+    return report

@@ -1,0 +1,168 @@
+"""Benchmark the orchestrator against a bare aiohttp loop, side by side, on loopback.
+
+    python bench/run.py --profile quick --out report.json
+
+Profiles: ``smoke`` (300 trackings, seconds, for the test suite), ``quick``
+(10,000, under a minute), ``full`` (100,000, a few minutes). Every process is
+real: the simulator, the baseline loop and each ``orchestrator serve`` run in
+their own processes; the sink runs in this one. docs/performance.md says how
+each figure is measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import aiohttp
+import orjson
+import uvloop
+
+from bench.events_phase import events
+from bench.phases import PROFILES, Params, baseline, bulk_jobs, throughput
+from bench.procs import Simulator
+
+TARGETS: list[tuple[str, str, str]] = [
+    ("ratio", ">=", "0.8"),
+    ("cpu_ratio", "<=", "1.25"),
+    ("lateness_p99_s", "<=", "0.5"),
+    ("rss_bytes_per_tracking", "<=", "2048"),
+    ("intake_batch_per_s", ">=", "10000"),
+    ("intake_single_per_s", ">=", "1500"),
+    ("restart_to_polling_s", "<=", "10"),
+    ("event_latency_p99_s", "<=", "0.25 + interval"),
+]
+
+
+async def bench(p: Params, workdir: Path) -> dict[str, Any]:
+    started = time.monotonic()
+    report: dict[str, Any] = {
+        "profile": p.name,
+        "cpu_count": os.cpu_count(),
+        "loadavg_start": os.getloadavg(),
+        "python": platform.python_version(),
+        "parameters": {k: getattr(p, k) for k in p.__slots__},
+    }
+    sim = Simulator(workdir)
+    connector = aiohttp.TCPConnector(limit=64)
+    async with aiohttp.ClientSession(connector=connector, trust_env=False) as session:
+        await sim.start(session)
+        try:
+            phases: dict[str, float] = {}
+            mark = time.monotonic()
+            ids = await bulk_jobs(session, sim.url, p.trackings)
+            phases["setup"], mark = time.monotonic() - mark, time.monotonic()
+            report.update(await baseline(sim, ids, p, workdir))
+            phases["baseline"], mark = time.monotonic() - mark, time.monotonic()
+            report.update(await throughput(session, sim, ids, p, workdir))
+            phases["orchestrator"], mark = time.monotonic() - mark, time.monotonic()
+            report.update(await events(session, sim, p, workdir))
+            phases["events"] = time.monotonic() - mark
+            report["phase_seconds"] = phases
+        finally:
+            sim.stop()
+    report["ratio"] = report["orchestrator_polls_per_s"] / report["baseline_polls_per_s"]
+    report["cpu_ratio"] = (
+        report["orchestrator_cpu_ms_per_poll"] / report["baseline_cpu_ms_per_poll"]
+    )
+    report["event_latency_target_s"] = 0.25 + report["events_policy"]["max_delay_s"]
+    report["loadavg_end"] = os.getloadavg()
+    report["elapsed_s"] = time.monotonic() - started
+    report["targets"] = _targets(report)
+    return report
+
+
+def _targets(r: dict[str, Any]) -> dict[str, bool]:
+    out = {}
+    for key, op, bound_text in TARGETS:
+        bound = r["event_latency_target_s"] if "interval" in bound_text else float(bound_text)
+        value = float(r[key])
+        out[key] = value >= bound if op == ">=" else value <= bound
+    out["restart_within_rate_limit"] = (
+        r["restart_peak_polls_per_s"] <= 1.05 * r["restart_rate_limit"]
+    )
+    out["one_read_per_window"] = (
+        r["next_run_at_extra_reads"] == 0 and r["retry_after_reads_inside"] == 0
+    )
+    return out
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return str(value)
+        return f"{value:,.4f}" if abs(value) < 10 else f"{value:,.0f}"
+    return str(value)
+
+
+def table(r: dict[str, Any]) -> str:
+    rows = [
+        ("baseline_polls_per_s", "bare aiohttp loop, polls/s"),
+        ("orchestrator_polls_per_s", "orchestrator at saturation, polls/s"),
+        ("ratio", "ratio (target >= 0.8)"),
+        ("baseline_cpu_ms_per_poll", "baseline CPU ms/poll"),
+        ("orchestrator_cpu_ms_per_poll", "orchestrator CPU ms/poll"),
+        ("cpu_ratio", "CPU ratio (target <= 1.25)"),
+        ("simulator_cpu_share_baseline", "simulator CPU share (baseline)"),
+        ("simulator_cpu_share_saturation", "simulator CPU share (orchestrator)"),
+        ("half_polls_per_s", "half saturation, polls/s"),
+        ("lateness_p50_s", "lateness p50 at half saturation, s"),
+        ("lateness_p99_s", "lateness p99 at half saturation, s (<= 0.5)"),
+        ("rss_bytes_per_tracking", "RSS bytes per active tracking (<= 2048)"),
+        ("intake_single_per_s", "intake, single, trackings/s (>= 1500)"),
+        ("intake_batch_per_s", "intake, batch, trackings/s (>= 10000)"),
+        ("restart_to_ready_s", "restart to ready, s"),
+        ("restart_to_polling_s", "restart to all polled once, s (<= 10)"),
+        ("restart_peak_polls_per_s", "restart peak polls/s (limit below)"),
+        ("restart_rate_limit", "workspace rate limit during restart"),
+        ("event_latency_p50_s", "event latency p50 (served -> sink), s"),
+        ("event_latency_p99_s", "event latency p99 (served -> sink), s"),
+        ("event_after_remote_terminal_p99_s", "remote terminal -> sink p99, s"),
+        ("polls_per_terminal", "polls per terminal (mix)"),
+        ("polls_per_terminal_ideal_backoff", "ideal, same backoff, no jitter"),
+        ("next_run_at_extra_reads", "extra reads inside NextRunAt windows"),
+        ("retry_after_reads_inside", "reads inside Retry-After windows"),
+        ("cpu_count", "cores"),
+        ("elapsed_s", "benchmark wall time, s"),
+    ]
+    width = max(len(label) for _, label in rows)
+    lines = [
+        f"profile {r['profile']}: {r['parameters']['trackings']:,} trackings, load {r['loadavg_start']}"
+    ]
+    for key, label in rows:
+        lines.append(f"  {label:<{width}}  {_fmt(r.get(key))}")
+    met = ", ".join(f"{k}={'met' if v else 'NOT met'}" for k, v in r["targets"].items())
+    lines.append(f"  targets: {met}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="quick")
+    parser.add_argument("--out", type=Path, default=None, help="write the report (JSON) here")
+    parser.add_argument("--workdir", type=Path, default=None, help="keep databases and logs here")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="orch-bench-") as tmp:
+        workdir = args.workdir or Path(tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        report = uvloop.run(bench(PROFILES[args.profile], workdir))
+    if args.out is not None:
+        args.out.write_bytes(
+            orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+        )
+    print(table(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""The benchmark harness end to end at a tiny size: the report's shape, never its speed."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+POSITIVE = (
+    "baseline_polls_per_s",
+    "orchestrator_polls_per_s",
+    "ratio",
+    "baseline_cpu_ms_per_poll",
+    "orchestrator_cpu_ms_per_poll",
+    "cpu_ratio",
+    "half_polls_per_s",
+    "lateness_p99_s",
+    "rss_bytes_per_tracking",
+    "intake_single_per_s",
+    "intake_batch_per_s",
+    "restart_to_ready_s",
+    "restart_to_polling_s",
+    "restart_peak_polls_per_s",
+    "event_latency_p50_s",
+    "event_latency_p99_s",
+    "event_after_remote_terminal_p99_s",
+    "polls_per_terminal",
+    "polls_per_terminal_ideal_backoff",
+    "polls_per_terminal_ideal_oracle",
+    "simulator_cpu_share_baseline",
+    "simulator_cpu_share_saturation",
+    "elapsed_s",
+)
+NON_NEGATIVE = (
+    "lateness_p50_s",
+    "next_run_at_extra_reads",
+    "retry_after_reads_inside",
+    "retry_after_windows_checked",
+    "next_run_at_windows_checked",
+    "events_duplicates",
+)
+
+
+@pytest.mark.slow
+def test_smoke_profile_writes_a_complete_report(tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "run.py"), "--profile", "smoke", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=110,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "orchestrator at saturation" in done.stdout
+
+    report = json.loads(out.read_text())
+    for key in POSITIVE:
+        value = report[key]
+        assert isinstance(value, int | float) and math.isfinite(value) and value > 0, key
+    for key in NON_NEGATIVE:
+        value = report[key]
+        assert isinstance(value, int | float) and math.isfinite(value) and value >= 0, key
+    assert report["cpu_count"] >= 1
+    assert report["parameters"]["trackings"] == 300
+    assert report["intake_accepted"] == 300
+    assert report["events_received"] == report["events_expected"]
+    assert report["events_duplicates"] == 0
+    for key in ("intake_exit_code", "restart_exit_code", "half_exit_code", "events_exit_code"):
+        assert report[key] == 0, key
+    assert set(report["targets"]) >= {"ratio", "cpu_ratio", "lateness_p99_s", "one_read_per_window"}
+    assert all(isinstance(v, bool) for v in report["targets"].values())
