@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import errno
 import fcntl
 import os
-import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -27,44 +24,18 @@ from tests.chaos.harness import (
     script,
     write_config,
 )
+from tests.smallfs import fill as fill_up
+from tests.smallfs import small_tmpfs
 
 
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
-    mount_point = tmp_path / "fs"
-    mount_point.mkdir()
-    if shutil.which("mount") is None:
-        pytest.skip("no mount command to create a small filesystem")
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or done.returncode}")
-    try:
+    with small_tmpfs(tmp_path / "fs", "2m") as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
 
 def fill(directory: Path) -> Path:
-    """Write a filler file until the filesystem refuses one more byte."""
-    filler = directory / "filler"
-    with filler.open("wb", buffering=0) as out:
-        for _ in range(4096):  # 16 MiB at most: far beyond the 2 MiB there is
-            try:
-                out.write(b"\0" * 4096)
-            except OSError as exc:
-                assert exc.errno == errno.ENOSPC
-                break
-        else:
-            pytest.fail("the small filesystem never filled up")
-        with contextlib.suppress(OSError):
-            for _ in range(4096):
-                out.write(b"\0")
-    return filler
+    return fill_up(directory, 16 * 1024 * 1024)
 
 
 async def test_full_disk_refuses_intake_keeps_polling_state_and_resumes(

@@ -1,14 +1,10 @@
 """A real full disk: the SQLite store on a 512 KiB tmpfs, filled to the last block.
 
-Needs permission to mount (root in the CI container); skipped with the reason otherwise.
+Needs permission to mount (root, as in CI, where not being able to is a failure).
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,45 +12,18 @@ import pytest
 
 from orchestrator.errors import StoreUnavailable
 from orchestrator.store import NewTracking, SqliteStore, TrackingQuery
+from tests.smallfs import fill as fill_up
+from tests.smallfs import small_tmpfs
 
 
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
-    mount_point = tmp_path / "fs"
-    mount_point.mkdir()
-    if shutil.which("mount") is None:
-        pytest.skip("no mount command to create a small filesystem")
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount_point)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or done.returncode}")
-    try:
+    with small_tmpfs(tmp_path / "fs", "512k") as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
 
 def fill(directory: Path) -> Path:
-    """Write a filler file until the filesystem refuses one more byte."""
-    filler = directory / "filler"
-    block = b"\0" * 4096
-    with filler.open("wb", buffering=0) as out:
-        for _ in range(1024):  # 4 MiB at most: far beyond the 512 KiB there is
-            try:
-                out.write(block)
-            except OSError as exc:
-                assert exc.errno == errno.ENOSPC
-                break
-        else:
-            pytest.fail("the small filesystem never filled up")
-        with contextlib.suppress(OSError):
-            for _ in range(4096):
-                out.write(b"\0")
-    return filler
+    return fill_up(directory, 4 * 1024 * 1024)
 
 
 def batch(prefix: str, count: int) -> list[NewTracking]:
