@@ -24,10 +24,8 @@ from tests.chaos.harness import (
     Client,
     Plan,
     Secrets,
-    ServeProcess,
     Sink,
     fault_hits,
-    free_port,
     metric_sum,
     scripted_plan,
     set_faults,
@@ -37,6 +35,7 @@ from tests.chaos.harness import (
 )
 from tests.chaos.report import ChaosReport, check, leaked
 from tests.security.catalog import hostile_intake_bodies
+from tests.serveproc import ServeProcess, free_port
 
 
 @dataclass

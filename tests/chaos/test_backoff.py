@@ -16,13 +16,12 @@ from tests.chaos.harness import (
     EXPECTED,
     Client,
     Secrets,
-    ServeProcess,
-    free_port,
     metric_sum,
     script,
     set_faults,
     write_config,
 )
+from tests.serveproc import ServeProcess, free_port
 
 MAX_DELAY_S = 1.0
 

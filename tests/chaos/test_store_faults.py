@@ -19,11 +19,10 @@ from tests.chaos.harness import (
     EXPECTED,
     Client,
     Secrets,
-    ServeProcess,
-    free_port,
     script,
     write_config,
 )
+from tests.serveproc import ServeProcess, free_port
 from tests.smallfs import fill as fill_up
 from tests.smallfs import small_tmpfs
 

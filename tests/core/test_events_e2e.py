@@ -15,7 +15,8 @@ from standardwebhooks import Webhook
 
 from orchestrator.simulator import start_simulator
 from tests.core.conftest import Api
-from tests.core.test_restart import ServeProcess, free_port, write_config
+from tests.core.test_restart import write_config
+from tests.serveproc import ServeProcess, free_port
 
 SECRET = "whsec_" + base64.b64encode(b"e2e-sink-secret-32-bytes-long!!!").decode()
 

@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import socket
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -15,12 +10,7 @@ from typing import Any
 import aiohttp
 
 from orchestrator.simulator import start_simulator
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.serveproc import ServeProcess, free_port
 
 
 def write_config(tmp_path: Path, sim_url: str, port: int) -> Path:
@@ -51,44 +41,6 @@ request_timeout_s = 2
 """
     )
     return cfg
-
-
-class ServeProcess:
-    def __init__(self, cfg: Path, port: int, log: Path, env: dict[str, str] | None = None) -> None:
-        self.cfg, self.port, self.log = cfg, port, log
-        self.extra_env = env or {}
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    async def start(self, session: aiohttp.ClientSession) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ORCH_")}
-        env.update(self.extra_env)
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "orchestrator", "serve", "--config", str(self.cfg)],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-            )
-        async with asyncio.timeout(20):
-            while True:
-                assert self.proc.poll() is None, self.log.read_text()[-2000:]
-                try:
-                    async with session.get(f"http://127.0.0.1:{self.port}/readyz") as resp:
-                        if resp.status == 200:
-                            return
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.05)
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def terminate(self) -> int:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(20)
 
 
 EXPECTED = {

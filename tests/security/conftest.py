@@ -21,7 +21,12 @@ from typing import Any, TypeVar
 import pytest
 
 from orchestrator.simulator import RunningSimulator, start_simulator
-from tests.chaos.harness import Secrets, ServeProcess, Sink, free_port, write_config
+from tests.chaos.harness import (
+    Secrets,
+    Sink,
+    write_config,
+)
+from tests.serveproc import ServeProcess, free_port
 
 T = TypeVar("T")
 
