@@ -15,6 +15,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.aio import wait_event
 from orchestrator.clock import Clock, iso
 from orchestrator.config import Settings
 from orchestrator.engine.backoff import jittered, next_delay
@@ -451,14 +452,10 @@ class Engine:
             fallback = any(
                 m.source == "fallback" for c in self.clients.values() for m in c.enums.values()
             )
-            wait = (
-                min(30.0, self.polling.openapi_refresh_s)
-                if fallback
-                else (self.polling.openapi_refresh_s)
-            )
-            try:
-                await asyncio.wait_for(self._stop.wait(), wait)
-            except TimeoutError:
+            wait = self.polling.openapi_refresh_s
+            if fallback:
+                wait = min(30.0, wait)
+            if not await wait_event(self._stop, wait):
                 await self.refresh_enums()
 
     async def run(self) -> None:

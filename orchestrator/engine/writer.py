@@ -10,10 +10,10 @@ terminal event in the log.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Sequence
 
+from orchestrator.aio import wait_event
 from orchestrator.errors import StoreError
 from orchestrator.events.bus import EventBus
 from orchestrator.store.base import Finish, PollUpdate, Store
@@ -109,8 +109,7 @@ class PollWriter:
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             self._kick.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._kick.wait(), self._interval)
+            await wait_event(self._kick, self._interval)
             try:
                 await self.flush()
             except StoreError as exc:
