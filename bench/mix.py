@@ -2,7 +2,10 @@
 
 Every job of the mix is a ``POST /_sim/script`` timeline (Queued, Leased after
 a pickup, terminal after a run), so the moment its terminal state is first
-served is known exactly. A share of them retries once with ``NextRunAt``, to
+served is known exactly. Each job has a function of its own: the service reads
+a finished job's runs by function (``polling.run_history``), and a shared
+function would make every such read return all the others' runs as well.
+A share of them retries once with ``NextRunAt``, to
 check that no read falls inside a NextRunAt window.
 """
 
@@ -80,7 +83,8 @@ async def create_mix(
         steps, changes, window = draw_timeline(rng, scale)
         t0 = time.time()
         async with session.post(
-            f"{sim}/_sim/script", json={"kind": "function_job", "steps": steps}
+            f"{sim}/_sim/script",
+            json={"kind": "function_job", "steps": steps, "function_key": f"bench.mix-{len(out)}"},
         ) as resp:
             resp.raise_for_status()
             rid = (await resp.json())["id"]

@@ -21,6 +21,8 @@ from typing import Any
 import aiohttp
 
 REPO = Path(__file__).resolve().parent.parent
+# Every child this harness started, so that a failed run leaves none behind.
+SPAWNED: list[subprocess.Popen[bytes]] = []
 _TICK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -101,6 +103,7 @@ class Simulator:
             self.proc = subprocess.Popen(
                 self.args, stdout=out, stderr=subprocess.STDOUT, env=_env()
             )
+        SPAWNED.append(self.proc)
         await wait_http(session, f"{self.url}/_sim/stats", self.proc, self.log)
 
     @property
@@ -173,6 +176,7 @@ class Serve:
                 stderr=subprocess.STDOUT,
                 env=_env(),
             )
+        SPAWNED.append(self.proc)
 
     async def start(self, session: aiohttp.ClientSession) -> None:
         self.spawn()
@@ -242,3 +246,10 @@ def histogram_quantile(q: float, before: dict[float, float], after: dict[float, 
             return prev_bound + (bound - prev_bound) * share
         prev_bound, prev_count = bound, count
     return prev_bound
+
+
+def kill_spawned() -> None:
+    for proc in SPAWNED:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)

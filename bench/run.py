@@ -30,7 +30,7 @@ import uvloop
 
 from bench.events_phase import events
 from bench.phases import PROFILES, Params, baseline, bulk_jobs, throughput
-from bench.procs import Simulator
+from bench.procs import Simulator, kill_spawned
 
 TARGETS: list[tuple[str, str, str]] = [
     ("ratio", ">=", "0.8"),
@@ -71,6 +71,7 @@ async def bench(p: Params, workdir: Path) -> dict[str, Any]:
             report["phase_seconds"] = phases
         finally:
             sim.stop()
+            kill_spawned()
     report["ratio"] = report["orchestrator_polls_per_s"] / report["baseline_polls_per_s"]
     report["cpu_ratio"] = (
         report["orchestrator_cpu_ms_per_poll"] / report["baseline_cpu_ms_per_poll"]
@@ -136,8 +137,10 @@ def table(r: dict[str, Any]) -> str:
         ("elapsed_s", "benchmark wall time, s"),
     ]
     width = max(len(label) for _, label in rows)
+    load = "/".join(f"{x:.2f}" for x in r["loadavg_start"])
     lines = [
-        f"profile {r['profile']}: {r['parameters']['trackings']:,} trackings, load {r['loadavg_start']}"
+        f"profile {r['profile']}: {r['parameters']['trackings']:,} trackings,"
+        f" {r['cpu_count']} cores, load average at start {load}"
     ]
     for key, label in rows:
         lines.append(f"  {label:<{width}}  {_fmt(r.get(key))}")
