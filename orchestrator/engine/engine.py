@@ -180,7 +180,7 @@ class Engine:
                 }
                 verdict = None
         self.probes.polled(ws, kind, label, r.duration)
-        self.metrics.workspace_up.labels(workspace=ws).set(1 if r.answered else 0)
+        self.probes.up(ws).set(1 if r.answered else 0)
         if r.retry_after is not None:
             scheduler.block(now_m + r.retry_after)
 

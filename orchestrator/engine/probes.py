@@ -20,6 +20,7 @@ class PollMetrics:
         self._lateness: dict[str, Any] = {}
         self._in_flight: dict[str, Any] = {}
         self._active: dict[tuple[str, str], Any] = {}
+        self._up: dict[str, Any] = {}
 
     def polled(self, workspace: str, kind: str, result: str, duration: float) -> None:
         key = (workspace, kind, result)
@@ -49,6 +50,12 @@ class PollMetrics:
         child = self._in_flight.get(workspace)
         if child is None:
             child = self._in_flight[workspace] = self._m.in_flight.labels(workspace=workspace)
+        return child
+
+    def up(self, workspace: str) -> Any:
+        child = self._up.get(workspace)
+        if child is None:
+            child = self._up[workspace] = self._m.workspace_up.labels(workspace=workspace)
         return child
 
     def active(self, workspace: str, kind: str) -> Any:
