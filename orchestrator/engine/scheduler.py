@@ -47,7 +47,11 @@ class WorkspaceScheduler:
         self.bucket = TokenBucket(rate, burst=max(1.0, rate / 10), now=monotonic())
         self.blocked_until = 0.0
         self.max_in_flight = max_in_flight
-        self._queue: asyncio.Queue[tuple[Entry, int] | None] = asyncio.Queue(max_in_flight)
+        # A short hand-over queue: reads wait in the heap, where a Retry-After
+        # or a reschedule still reaches them, rather than in the queue.
+        self._queue: asyncio.Queue[tuple[Entry, int] | None] = asyncio.Queue(
+            max(1, max_in_flight // 8)
+        )
         self._wake = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
         self._stopping = False
@@ -128,6 +132,11 @@ class WorkspaceScheduler:
                 return
             entry, gen = item
             if gen != entry.gen:
+                continue
+            if self.blocked_until > self._mono():
+                # A Retry-After arrived after this read was handed over: it waits
+                # too (the dispatcher ends it if its deadline passes meanwhile).
+                self.schedule(entry, min(self.blocked_until, entry.deadline_mono))
                 continue
             self.in_flight += 1
             try:

@@ -89,7 +89,7 @@ async def test_blocked_workspace_dispatches_nothing_until_retry_after() -> None:
     async def expire(entry: Entry) -> None:
         times.append(-1.0)
 
-    sched = WorkspaceScheduler("w", 4, rate=1000, monotonic=loop.time, poll=poll, expire=expire)
+    sched = WorkspaceScheduler("w", 1, rate=1000, monotonic=loop.time, poll=poll, expire=expire)
     start = loop.time()
     sched.block(start + 0.3)
     live = Entry(_tracking(1), deadline_mono=start + 10)
@@ -104,5 +104,37 @@ async def test_blocked_workspace_dispatches_nothing_until_retry_after() -> None:
     # the other is read only once the block is over.
     assert -1.0 in times
     assert next(t for t in times if t >= 0) - start >= 0.29
+    sched.stop()
+    await asyncio.wait_for(asyncio.gather(*tasks), 5)
+
+
+async def test_read_handed_over_before_a_retry_after_waits_for_it() -> None:
+    from orchestrator.engine.entry import Entry
+
+    loop = asyncio.get_running_loop()
+    times: dict[str, float] = {}
+    sched: WorkspaceScheduler
+
+    async def poll(entry: Entry, gen: int) -> None:
+        times[entry.remote_id] = loop.time()
+        if entry.remote_id == "j-1":
+            # The answer to the first read carries Retry-After: 0.3 s.
+            await asyncio.sleep(0.05)
+            sched.block(loop.time() + 0.3)
+
+    async def expire(entry: Entry) -> None:
+        raise AssertionError("no deadline here")
+
+    sched = WorkspaceScheduler("w", 1, rate=1000, monotonic=loop.time, poll=poll, expire=expire)
+    start = loop.time()
+    first = Entry(_tracking(1), deadline_mono=start + 10)
+    second = Entry(_tracking(2), deadline_mono=start + 10)
+    sched.schedule(first, start)
+    sched.schedule(second, start + 0.001)
+    tasks = [asyncio.create_task(sched.dispatch()), asyncio.create_task(sched.worker())]
+    async with asyncio.timeout(5):
+        while len(times) < 2:
+            await asyncio.sleep(0.01)
+    assert times["j-2"] - start >= 0.34
     sched.stop()
     await asyncio.wait_for(asyncio.gather(*tasks), 5)
