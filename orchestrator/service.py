@@ -111,9 +111,8 @@ class Service:
             }
             engine = Engine(s, store, clock, metrics, bus, EventFactory(s.events), clients)
             await engine.refresh_enums()
-            active = await store.load_active()
-            engine.resume(active)
-            log.info("resumed active trackings", extra={"fields": {"count": len(active)}})
+            resumed = await engine.resume(store)
+            log.info("resumed active trackings", extra={"fields": {"count": resumed}})
             deliveries = DeliveryService(store, s.events, metrics, clock, bus)
             runtime = Runtime(
                 settings=s,

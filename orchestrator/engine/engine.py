@@ -101,10 +101,18 @@ class Engine:
 
     # -- adding -------------------------------------------------------------
 
-    def add(self, t: Tracking, first_delay: float | None = None) -> None:
-        """Start polling an active tracking (new from intake, or resumed)."""
+    def add(self, t: Tracking) -> None:
+        """Start polling a new active tracking from intake."""
+        made = self._register(t)
+        if made is not None:
+            entry, due_floor = made
+            first_delay = jittered(self.polling.initial_delay_s, self.polling.jitter, self.rng)
+            self._schedule_first(entry, max(self.clock.monotonic() + first_delay, due_floor))
+
+    def _register(self, t: Tracking) -> tuple[Entry, float] | None:
+        """The tracking's entry (not yet scheduled) and the earliest time to read it."""
         if t.tracking_id in self.entries or t.state != "active":
-            return
+            return None
         entry = Entry(t, self._to_mono(t.deadline_at))
         due_floor = 0.0
         if t.kind == "schedule":
@@ -116,32 +124,45 @@ class Engine:
                 due_floor = self._to_mono(verdict.next_run_at)
         self.entries[t.tracking_id] = entry
         self.probes.active(t.workspace, t.kind).inc()
-        if first_delay is None:
-            first_delay = jittered(self.polling.initial_delay_s, self.polling.jitter, self.rng)
-        due = max(self.clock.monotonic() + first_delay, due_floor)
-        self.schedulers[t.workspace].schedule(entry, min(due, entry.deadline_mono))
+        return entry, due_floor
 
-    def resume(self, trackings: list[Tracking]) -> None:
-        """Resume after a restart, spreading first reads over the first interval.
+    def _schedule_first(self, entry: Entry, due: float) -> None:
+        self.schedulers[entry.workspace].schedule(entry, min(due, entry.deadline_mono))
 
-        The window is the longer of the initial delay and the time the
-        workspace's rate limit needs for all of them, so the first interval
-        never bursts above the limit.
+    async def resume(self, store: Store, page_size: int = 5000) -> int:
+        """Resume every active tracking after a restart; returns how many.
+
+        Rows are read a page at a time and kept only as compact entries, so the
+        peak memory of a restart stays close to that of steady state. First
+        reads are spread over the longer of the initial delay and the time the
+        workspace's rate limit needs for all of them: no burst above the limit.
         """
-        by_ws: dict[str, list[Tracking]] = {}
-        for t in trackings:
-            if t.workspace in self.clients:
-                by_ws.setdefault(t.workspace, []).append(t)
-            else:
-                log.error(
-                    "tracking of an unconfigured workspace left as is",
-                    extra={"fields": {"tracking_id": t.tracking_id, "workspace": t.workspace}},
-                )
+        by_ws: dict[str, list[tuple[Entry, float]]] = {}
+        after: str | None = None
+        count = 0
+        while page := await store.load_active(after=after, limit=page_size):
+            after = page[-1].tracking_id
+            count += len(page)
+            for t in page:
+                if t.workspace not in self.clients:
+                    log.error(
+                        "tracking of an unconfigured workspace left as is",
+                        extra={"fields": {"tracking_id": t.tracking_id, "workspace": t.workspace}},
+                    )
+                    continue
+                made = self._register(t)
+                if made is not None:
+                    by_ws.setdefault(t.workspace, []).append(made)
+        now = self.clock.monotonic()
         for ws, items in by_ws.items():
-            rate = self.clients[ws].cfg.max_requests_per_second
-            window = max(self.polling.initial_delay_s, len(items) / rate)
-            for i, t in enumerate(items):
-                self.add(t, first_delay=window * (i + self.rng.random()) / len(items))
+            window = max(
+                self.polling.initial_delay_s,
+                len(items) / self.clients[ws].cfg.max_requests_per_second,
+            )
+            for i, (entry, due_floor) in enumerate(items):
+                offset = window * (i + self.rng.random()) / len(items)
+                self._schedule_first(entry, max(now + offset, due_floor))
+        return count
 
     # -- polling ------------------------------------------------------------
 

@@ -175,8 +175,15 @@ class Store(Protocol):
     async def list_trackings(self, query: TrackingQuery) -> tuple[list[Tracking], str | None]:
         """Newest first; returns (items, next_cursor or None)."""
 
-    async def load_active(self) -> list[Tracking]:
-        """Every tracking whose state is active (for resuming after a restart)."""
+    async def load_active(
+        self, after: str | None = None, limit: int | None = None
+    ) -> list[Tracking]:
+        """Active trackings ordered by tracking_id, for resuming after a restart.
+
+        Paged so that a restart with 100,000 active never holds them all as
+        rows at once: ``after`` is the last tracking_id of the previous page,
+        ``limit`` the page size (None: all).
+        """
 
     async def record_polls(self, updates: Sequence[PollUpdate]) -> None:
         """Persist non-terminal poll results (and their status_changed events).

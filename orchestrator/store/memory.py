@@ -90,9 +90,19 @@ class MemoryStore:
         found = self._trackings.get(tracking_id)
         return copy.deepcopy(found) if found else None
 
-    async def load_active(self) -> list[Tracking]:
+    async def load_active(
+        self, after: str | None = None, limit: int | None = None
+    ) -> list[Tracking]:
         self._read()
-        return [copy.deepcopy(t) for t in self._trackings.values() if t.state == "active"]
+        rows = sorted(
+            (
+                t
+                for t in self._trackings.values()
+                if t.state == "active" and (after is None or t.tracking_id > after)
+            ),
+            key=lambda t: t.tracking_id,
+        )
+        return [copy.deepcopy(t) for t in rows[:limit]]
 
     async def list_trackings(self, query: TrackingQuery) -> tuple[list[Tracking], str | None]:
         self._read()

@@ -39,7 +39,11 @@ TRACKING_BY_REMOTE = (
     f"SELECT {TRACKING_COLUMNS} FROM trackings WHERE workspace = ? AND kind = ? AND remote_id = ?"
 )
 TRACKING_BY_ID = f"SELECT {TRACKING_COLUMNS} FROM trackings WHERE tracking_id = ?"
-ACTIVE_TRACKINGS = f"SELECT {TRACKING_COLUMNS} FROM trackings WHERE state = 'active'"
+# Parameters: after (tracking_id, '' for the first page), limit (-1: no limit).
+ACTIVE_TRACKINGS = (
+    f"SELECT {TRACKING_COLUMNS} FROM trackings WHERE state = 'active' AND tracking_id > ?"
+    " ORDER BY tracking_id LIMIT ?"
+)
 
 # Parameters: polls, last_polled_at, next_poll_at, last_error, remote_changed, remote_status,
 # remote, tracking_id. Only active rows move: a terminal tracking is final.

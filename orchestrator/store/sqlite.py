@@ -197,8 +197,11 @@ class SqliteStore:
         rows = await self._read(queries.TRACKING_BY_ID, (tracking_id,))
         return _rows.tracking(rows[0]) if rows else None
 
-    async def load_active(self) -> list[Tracking]:
-        return [_rows.tracking(row) for row in await self._read(queries.ACTIVE_TRACKINGS)]
+    async def load_active(
+        self, after: str | None = None, limit: int | None = None
+    ) -> list[Tracking]:
+        params = (after or "", -1 if limit is None else limit)
+        return [_rows.tracking(row) for row in await self._read(queries.ACTIVE_TRACKINGS, params)]
 
     async def list_trackings(self, query: TrackingQuery) -> tuple[list[Tracking], str | None]:
         limit = clamp_limit(query.limit)

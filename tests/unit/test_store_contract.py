@@ -386,6 +386,19 @@ async def test_load_active_returns_only_active_rows(store: Store) -> None:
     assert sorted(t.tracking_id for t in active) == ["trk_0", "trk_2", "trk_4"]
 
 
+async def test_load_active_pages_by_tracking_id(store: Store) -> None:
+    await store.create_trackings([new(i) for i in range(12)])
+    await store.finish([finish("trk_5", "e5")])
+    pages: list[list[str]] = []
+    after = None
+    while page := await store.load_active(after=after, limit=4):
+        pages.append([t.tracking_id for t in page])
+        after = page[-1].tracking_id
+    seen = [tid for p in pages for tid in p]
+    assert seen == sorted(seen) and len(seen) == 11 and "trk_5" not in seen
+    assert [len(p) for p in pages] == [4, 4, 3]
+
+
 async def _seed_for_listing(store: Store) -> None:
     items = [
         new(
