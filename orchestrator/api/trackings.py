@@ -147,7 +147,8 @@ async def active_function_job(request: web.Request, title: str, detail: str) -> 
 
 @routes.get("/v1/trackings/{tracking_id}")
 async def get_tracking(request: web.Request) -> web.Response:
-    return json_response(tracking_resource(await _tracking(request)))
+    live = request.app[RUNTIME].engine.live
+    return json_response(tracking_resource(live(await _tracking(request))))
 
 
 def _choice(query: Any, name: str, allowed: tuple[str, ...]) -> str | None:
@@ -191,7 +192,10 @@ async def list_trackings(request: web.Request) -> web.Response:
         items, cursor = await rt.store.list_trackings(query)
     except ValueError:
         raise ApiProblem(400, "Invalid query", "cursor: not a cursor", field="cursor") from None
-    return json_response({"items": [tracking_resource(t) for t in items], "next_cursor": cursor})
+    live = rt.engine.live
+    return json_response(
+        {"items": [tracking_resource(live(t)) for t in items], "next_cursor": cursor}
+    )
 
 
 @routes.post("/v1/trackings/{tracking_id}/cancel")

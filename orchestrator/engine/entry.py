@@ -28,6 +28,7 @@ class Entry:
         "kind",
         "labels",
         "last_error",
+        "last_polled_at",
         "nf_count",
         "nf_first",
         "notify",
@@ -55,6 +56,7 @@ class Entry:
         self.polls = t.polls
         self.remote_status = t.remote_status
         self.last_error = t.last_error
+        self.last_polled_at = t.last_polled_at
         self.fingerprint = ""
         self.delay: float | None = None
         self.due = 0.0

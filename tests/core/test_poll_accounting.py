@@ -34,3 +34,31 @@ async def test_polls_match_requests_and_metrics(api: Api) -> None:
         float(v) for v in re.findall(r'^orchestrator_polls_total\{[^}]*\} (\S+)$', text, re.M)
     )
     assert counted == total_polls
+
+
+async def test_active_counters_are_live_and_checkpointed_at_shutdown(api: Api) -> None:
+    import asyncio
+
+    from orchestrator.store.sqlite import SqliteStore
+
+    rid = await api.script("function_job", [{"after_s": 0, "status": "Queued"}])
+    t = await api.track(kind="function_job", remote_id=rid)
+    async with asyncio.timeout(10):
+        while True:
+            _, now = await api.call("GET", f"/v1/trackings/{t['tracking_id']}")
+            if now["polls"] >= 4:
+                break
+            await asyncio.sleep(0.05)
+    assert now["state"] == "active" and now["last_polled_at"] and now["next_poll_at"]
+    api.service.request_stop()
+    running = [task for task in asyncio.all_tasks() if task.get_name() == "service-under-test"]
+    assert await asyncio.wait_for(running[0], 10) == 0
+    reads = [r for r in await api.requests_for(rid) if r["route"] == "job_status"]
+    store = SqliteStore(api.service.settings.store.path)
+    await store.open()
+    try:
+        stored = await store.get_tracking(t["tracking_id"])
+    finally:
+        await store.close()
+    assert stored is not None and stored.state == "active"
+    assert stored.polls == len(reads) >= now["polls"]
