@@ -7,7 +7,6 @@ Each phase returns plain numbers; ``run.py`` strings them together and
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import subprocess
 import sys
 import time
@@ -177,22 +176,7 @@ async def measure_polls(
     }
 
 
-def _not_yet_polled(db: Path, since: float) -> int:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        row = conn.execute(
-            "SELECT count(*) FROM trackings WHERE state = 'active'"
-            " AND (last_polled_at IS NULL OR last_polled_at < ?)",
-            (since,),
-        ).fetchone()
-        return int(row[0])
-    finally:
-        conn.close()
-
-
-async def restart(
-    session: aiohttp.ClientSession, serve: Serve, db: Path, rate: float
-) -> dict[str, float]:
+async def restart(session: aiohttp.ClientSession, serve: Serve, rate: float) -> dict[str, float]:
     """From process start to every resumed tracking read once, and the peak request rate meanwhile."""
     serve.spawn()
     t0 = serve.started_at
@@ -202,9 +186,10 @@ async def restart(
     done_at = None
     async with asyncio.timeout(600):
         while True:
-            samples.append((time.monotonic(), (await scrape(session, serve.url))["polls"]))
-            left = await asyncio.to_thread(_not_yet_polled, db, t0)
-            if left == 0:
+            now = await scrape(session, serve.url)
+            samples.append((time.monotonic(), now["polls"]))
+            # The service counts the resumed trackings it has not read yet.
+            if now["resume_pending"] == 0:
                 done_at = time.time()
                 break
             await asyncio.sleep(0.25)
@@ -281,7 +266,7 @@ async def throughput(
     serve.kill()  # SIGKILL: the restart below resumes from whatever was committed
 
     serve = new_serve(workdir, "restart", sim, db, polling(1.0, 30.0), p, p.restart_rate)
-    report.update(await restart(session, serve, db, p.restart_rate))
+    report.update(await restart(session, serve, p.restart_rate))
     report["restart_exit_code"] = serve.terminate()
 
     half_rate = sat["polls_per_s"] / 2

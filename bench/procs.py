@@ -214,6 +214,7 @@ async def scrape(session: aiohttp.ClientSession, base: str) -> dict[str, Any]:
         text = await resp.text()
     polls = 0.0
     polls_ok = 0.0
+    resume_pending = 0.0
     buckets: dict[float, float] = {}
     for line in text.splitlines():
         if line.startswith("orchestrator_polls_total{"):
@@ -221,11 +222,18 @@ async def scrape(session: aiohttp.ClientSession, base: str) -> dict[str, Any]:
             polls += value
             if 'result="ok"' in line:
                 polls_ok += value
+        elif line.startswith("orchestrator_resume_pending{"):
+            resume_pending += float(line.rsplit(" ", 1)[1])
         elif line.startswith("orchestrator_poll_lateness_seconds_bucket{"):
             le = line.split('le="', 1)[1].split('"', 1)[0]
             bound = float("inf") if le == "+Inf" else float(le)
             buckets[bound] = buckets.get(bound, 0.0) + float(line.rsplit(" ", 1)[1])
-    return {"polls": polls, "polls_ok": polls_ok, "lateness": buckets}
+    return {
+        "polls": polls,
+        "polls_ok": polls_ok,
+        "resume_pending": resume_pending,
+        "lateness": buckets,
+    }
 
 
 def histogram_quantile(q: float, before: dict[float, float], after: dict[float, float]) -> float:

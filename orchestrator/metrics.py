@@ -127,6 +127,12 @@ class Metrics:
             ["workspace", "kind"],
             registry=r,
         )
+        self.resume_pending = Gauge(
+            "orchestrator_resume_pending",
+            "Trackings resumed at start-up that have not been read yet by this process.",
+            ["workspace"],
+            registry=r,
+        )
         self.admin_requests_total = Counter(
             "orchestrator_admin_requests_total",
             "Requests to Moltaro's administrative routes that are not status polls "
@@ -152,6 +158,7 @@ class Metrics:
             # workspace_up is not pre-set: 0 before the first read would read as "down".
             self.poll_lateness_seconds.labels(workspace=ws)
             self.in_flight.labels(workspace=ws)
+            self.resume_pending.labels(workspace=ws)
             for kind in KINDS:
                 self.trackings_active.labels(workspace=ws, kind=kind)
                 self.trackings_created_total.labels(workspace=ws, kind=kind)

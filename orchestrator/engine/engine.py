@@ -83,6 +83,9 @@ class Engine:
             )
             for name, client in clients.items()
         }
+        for name, scheduler in self.schedulers.items():
+            # Read at scrape time: no gauge update on the per-poll path.
+            self.metrics.in_flight.labels(workspace=name).set_function(scheduler.in_flight_now)
         # The platform's other surfaces: schedule trackings and function-job run history.
         self.schedule_follower = ScheduleFollower(self)
         self.run_history = RunHistory(self)
@@ -152,9 +155,11 @@ class Engine:
                     continue
                 made = self._register(t)
                 if made is not None:
+                    made[0].resumed = True
                     by_ws.setdefault(t.workspace, []).append(made)
         now = self.clock.monotonic()
         for ws, items in by_ws.items():
+            self.metrics.resume_pending.labels(workspace=ws).set(len(items))
             window = max(
                 self.polling.initial_delay_s,
                 len(items) / self.clients[ws].cfg.max_requests_per_second,
@@ -170,15 +175,10 @@ class Engine:
         ws, kind = entry.workspace, entry.kind
         probes = self.probes
         probes.lateness(ws).observe(max(0.0, self.clock.monotonic() - entry.due))
-        gauge = probes.in_flight(ws)
-        gauge.inc()
-        try:
-            if kind == "schedule":
-                await self.schedule_follower.poll(entry, gen)
-                return
-            result = await self.clients[ws].read(kind, entry.remote_id)
-        finally:
-            gauge.dec()
+        if kind == "schedule":
+            await self.schedule_follower.poll(entry, gen)
+            return
+        result = await self.clients[ws].read(kind, entry.remote_id)
         if gen != entry.gen:
             return  # abandoned while the read was in flight
         await self._handle(entry, result)
@@ -188,6 +188,9 @@ class Engine:
         now_w, now_m = self.clock.now(), self.clock.monotonic()
         scheduler = self.schedulers[ws]
         entry.polls += 1
+        if entry.resumed:
+            entry.resumed = False
+            self.metrics.resume_pending.labels(workspace=ws).dec()
         entry.last_polled_at = now_w
         previous_error = entry.last_error
         label = r.result
@@ -203,7 +206,7 @@ class Engine:
                 }
                 verdict = None
         self.probes.polled(ws, kind, label, r.duration)
-        self.probes.up(ws).set(1 if r.answered else 0)
+        self.probes.set_up(ws, r.answered)
         if r.retry_after is not None:
             scheduler.block(now_m + r.retry_after)
 
@@ -340,6 +343,9 @@ class Engine:
         polled_at: float | None = None,
     ) -> Tracking | None:
         """Write the terminal state and its event; shielded from cancellation."""
+        if entry.resumed:  # ended (abandoned, expired) before its first read
+            entry.resumed = False
+            self.metrics.resume_pending.labels(workspace=entry.workspace).dec()
         self.entries.pop(entry.tracking_id, None)
         entry.gen += 1
         task = asyncio.ensure_future(self._write_finish(entry, outcome, result, remote, polled_at))

@@ -35,6 +35,7 @@ class Entry:
         "polls",
         "remote_id",
         "remote_status",
+        "resumed",
         "tracking_id",
         "workspace",
     )
@@ -63,6 +64,7 @@ class Entry:
         self.gen = 0
         self.nf_count = 0
         self.nf_first = 0.0
+        self.resumed = False  # resumed at start-up and not read yet by this process
 
     def to_tracking(
         self,

@@ -18,7 +18,7 @@ class PollMetrics:
         self._polls: dict[tuple[str, str, str], Any] = {}
         self._durations: dict[tuple[str, str], Any] = {}
         self._lateness: dict[str, Any] = {}
-        self._in_flight: dict[str, Any] = {}
+        self._up_value: dict[str, bool] = {}
         self._active: dict[tuple[str, str], Any] = {}
         self._up: dict[str, Any] = {}
 
@@ -46,17 +46,15 @@ class PollMetrics:
             )
         return child
 
-    def in_flight(self, workspace: str) -> Any:
-        child = self._in_flight.get(workspace)
-        if child is None:
-            child = self._in_flight[workspace] = self._m.in_flight.labels(workspace=workspace)
-        return child
-
-    def up(self, workspace: str) -> Any:
+    def set_up(self, workspace: str, up: bool) -> None:
+        """``workspace_up``, touched only when it changes (it rarely does)."""
+        if self._up_value.get(workspace) is up:
+            return
+        self._up_value[workspace] = up
         child = self._up.get(workspace)
         if child is None:
             child = self._up[workspace] = self._m.workspace_up.labels(workspace=workspace)
-        return child
+        child.set(1 if up else 0)
 
     def active(self, workspace: str, kind: str) -> Any:
         key = (workspace, kind)

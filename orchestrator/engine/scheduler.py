@@ -57,6 +57,9 @@ class WorkspaceScheduler:
         self._stopping = False
         self.in_flight = 0
 
+    def in_flight_now(self) -> float:
+        return float(self.in_flight)
+
     def __len__(self) -> int:
         return len(self._heap)
 
