@@ -164,7 +164,12 @@ class Engine:
                 self.polling.initial_delay_s,
                 len(items) / self.clients[ws].cfg.max_requests_per_second,
             )
+            # Unless its first read finds a change, a resumed tracking is read
+            # again no sooner than one window later, so the re-reads do not
+            # crowd out the first reads of the others.
+            seeded = min(self.polling.max_delay_s, max(self.polling.initial_delay_s, window / 2))
             for i, (entry, due_floor) in enumerate(items):
+                entry.delay = seeded
                 offset = window * (i + self.rng.random()) / len(items)
                 self._schedule_first(entry, max(now + offset, due_floor))
         return count
