@@ -221,9 +221,24 @@ class Engine:
         if verdict is not None:
             entry.nf_count = 0
             entry.last_error = None
+            changed = verdict.fingerprint != entry.fingerprint
             if verdict.phase is Phase.ANOMALY:
                 self.probes.anomaly(ws, kind, verdict.anomaly or "unknown")
-            changed = verdict.fingerprint != entry.fingerprint
+                if changed:  # once per anomalous body, not once per read of it
+                    log.warning(
+                        "contract anomaly: kept polling, not reported as success",
+                        extra={
+                            "fields": {
+                                "tracking_id": entry.tracking_id,
+                                "workspace": ws,
+                                "kind": kind,
+                                "remote_id": entry.remote_id,
+                                "reason": verdict.anomaly,
+                                "remote_status": verdict.remote_status,
+                                "missing_evidence": verdict.details.get("missing_evidence"),
+                            }
+                        },
+                    )
             status_moved = verdict.remote_status != entry.remote_status
             entry.fingerprint = verdict.fingerprint
             entry.remote_status = verdict.remote_status

@@ -169,8 +169,10 @@ async def test_ui_build_failure_and_cancel(api: Api) -> None:
     assert (await api.wait_terminal(b["tracking_id"]))["outcome"] == "cancelled"
 
 
-async def test_completed_without_evidence_is_never_success(api: Api) -> None:
-    """Fail closed: keep polling, count the anomaly, end at the deadline."""
+async def test_completed_without_evidence_is_never_success(
+    api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Fail closed: keep polling, count the anomaly, log it once, end at the deadline."""
     rid = await api.script(
         "function_job",
         [
@@ -187,6 +189,11 @@ async def test_completed_without_evidence_is_never_success(api: Api) -> None:
     assert done["outcome"] == "deadline_exceeded"
     assert done["result"]["last_remote_status"] == "Completed"
     assert done["polls"] >= 3
+    logged = [r for r in caplog.records if r.getMessage().startswith("contract anomaly")]
+    assert len(logged) == 1
+    fields = logged[0].fields  # type: ignore[attr-defined]
+    assert fields["tracking_id"] == t["tracking_id"] and fields["remote_id"] == rid
+    assert fields["reason"] == "completed_without_evidence"
     text = await api.metrics_text()
     assert (
         'orchestrator_contract_anomalies_total{kind="function_job",reason="completed_without_evidence",workspace="default"}'
