@@ -12,39 +12,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from dataclasses import dataclass
-from typing import Any
 
 from orchestrator.aio import wait_event
 from orchestrator.clock import Clock, iso
 from orchestrator.config import Settings
 from orchestrator.engine.backoff import jittered, next_delay
 from orchestrator.engine.entry import Entry
+from orchestrator.engine.finishing import Finisher, deadline_result
 from orchestrator.engine.probes import PollMetrics
 from orchestrator.engine.scheduler import WorkspaceScheduler
 from orchestrator.engine.workspace import ReadResult, WorkspaceClient
 from orchestrator.engine.writer import PollWriter
-from orchestrator.errors import StoreError
 from orchestrator.events.bus import EventBus
 from orchestrator.events.cloudevents import EventFactory
 from orchestrator.interpret import Phase, Verdict, interpret
 from orchestrator.metrics import Metrics
 from orchestrator.platform.run_history import RunHistory
 from orchestrator.platform.schedule_follower import ScheduleFollower
-from orchestrator.store.base import Finish, PollUpdate, Store, Tracking
+from orchestrator.store.base import PollUpdate, Store, Tracking
 
 log = logging.getLogger("orchestrator.engine")
-
-# After a failed terminal write (store full), look again this much later.
-_FINISH_RETRY_S = 2.0
-
-
-@dataclass(slots=True)
-class CancelAnswer:
-    status: int  # 202 accepted, 409 refused, 502/503 could not ask
-    remote_status: str | None
-    detail: str
-    retry_after: float | None = None
 
 
 class Engine:
@@ -72,6 +59,7 @@ class Engine:
             store, bus, settings.store.commit_interval_s, settings.store.max_batch
         )
         self.probes = PollMetrics(metrics)
+        self.finisher = Finisher(self)
         self.schedulers = {
             name: WorkspaceScheduler(
                 name,
@@ -79,7 +67,7 @@ class Engine:
                 client.cfg.max_requests_per_second,
                 clock.monotonic,
                 self._poll,
-                self._expire,
+                self.finisher.expire,
             )
             for name, client in clients.items()
         }
@@ -92,7 +80,10 @@ class Engine:
         self._stop = asyncio.Event()
         self._writer_stop = asyncio.Event()
         self._workers: list[asyncio.Task[None]] = []
-        self._finishing: set[asyncio.Task[Tracking | None]] = set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
 
     # -- time ---------------------------------------------------------------
 
@@ -249,7 +240,7 @@ class Engine:
                     result = await self.run_history.attach(entry, r.body, result)
                     if gen != entry.gen:
                         return  # abandoned while the runs were read
-                await self._finish(
+                await self.finisher.finish(
                     entry, verdict.phase.value, result, remote=r.body, polled_at=now_w
                 )
                 return
@@ -272,13 +263,13 @@ class Engine:
                     "first_not_found_at": iso(entry.nf_first),
                     "last_not_found_at": iso(now_w),
                 }
-                await self._finish(entry, "not_found", result, polled_at=now_w)
+                await self.finisher.finish(entry, "not_found", result, polled_at=now_w)
                 return
         else:
             entry.last_error = error
 
         if now_m >= entry.deadline_mono:
-            await self._finish(entry, "deadline_exceeded", self._deadline_result(entry))
+            await self.finisher.finish(entry, "deadline_exceeded", deadline_result(entry))
             return
 
         p = self.polling
@@ -338,122 +329,6 @@ class Engine:
                     )
                 )
 
-    def _deadline_result(self, entry: Entry) -> dict[str, Any]:
-        return {
-            "remote_id": entry.remote_id,
-            "last_remote_status": entry.remote_status,
-            "last_error": entry.last_error,
-            "deadline_at": iso(entry.deadline),
-        }
-
-    async def _expire(self, entry: Entry) -> None:
-        """The deadline passed while Retry-After forbade the last read."""
-        self.entries.pop(entry.tracking_id, None)
-        await self._finish(entry, "deadline_exceeded", self._deadline_result(entry))
-
-    # -- finishing ----------------------------------------------------------
-
-    async def _finish(
-        self,
-        entry: Entry,
-        outcome: str,
-        result: dict[str, Any] | None,
-        *,
-        remote: Any = None,
-        polled_at: float | None = None,
-    ) -> Tracking | None:
-        """Write the terminal state and its event; shielded from cancellation."""
-        if entry.resumed:  # ended (abandoned, expired) before its first read
-            entry.resumed = False
-            self.metrics.resume_pending.labels(workspace=entry.workspace).dec()
-        self.entries.pop(entry.tracking_id, None)
-        entry.gen += 1
-        task = asyncio.ensure_future(self._write_finish(entry, outcome, result, remote, polled_at))
-        self._finishing.add(task)
-        task.add_done_callback(self._finishing.discard)
-        return await asyncio.shield(task)
-
-    async def _write_finish(
-        self,
-        entry: Entry,
-        outcome: str,
-        result: dict[str, Any] | None,
-        remote: Any,
-        polled_at: float | None,
-    ) -> Tracking | None:
-        now_w = self.clock.now()
-        remote_changed = remote is not None
-        last_polled_at = polled_at
-        try:
-            if not remote_changed or last_polled_at is None:
-                # No body in hand (deadline, not found, abandon): the store has
-                # the last one; flush first so that it is the latest.
-                await self.writer.flush()
-                stored = await self.store.get_tracking(entry.tracking_id)
-                if stored is not None:
-                    if not remote_changed:
-                        remote = stored.remote
-                    last_polled_at = last_polled_at or stored.last_polled_at
-            tracking = entry.to_tracking(
-                state="terminal",
-                outcome=outcome,
-                remote=remote,
-                result=result,
-                last_polled_at=last_polled_at,
-                terminal_at=now_w,
-            )
-            event = self.events.terminal(tracking, now_w)
-            item = Finish(
-                tracking_id=entry.tracking_id,
-                outcome=outcome,  # type: ignore[arg-type]
-                terminal_at=now_w,
-                result=result,
-                event=event,
-                polls=entry.polls,
-                last_polled_at=last_polled_at,
-                remote_status=entry.remote_status,
-                remote=remote if remote_changed else None,
-                remote_changed=remote_changed,
-                last_error=entry.last_error,
-            )
-            done = await self.writer.finish([item])
-        except StoreError as exc:
-            # Nothing was committed: keep the tracking active and look again.
-            log.warning(
-                "terminal state not stored yet; will read again",
-                extra={"fields": {"tracking_id": entry.tracking_id, "error": str(exc)}},
-            )
-            self._reinstate(entry)
-            return None
-        self.probes.active(entry.workspace, entry.kind).dec()
-        if done and done[0]:
-            self.probes.terminal(entry.workspace, entry.kind, outcome, now_w - entry.created_at)
-            log.info(
-                "tracking finished",
-                extra={
-                    "fields": {
-                        "tracking_id": entry.tracking_id,
-                        "workspace": entry.workspace,
-                        "kind": entry.kind,
-                        "remote_id": entry.remote_id,
-                        "outcome": outcome,
-                        "remote_status": entry.remote_status,
-                        "polls": entry.polls,
-                    }
-                },
-            )
-        return tracking
-
-    def _reinstate(self, entry: Entry) -> None:
-        if self._stop.is_set() or entry.tracking_id in self.entries:
-            return
-        self.entries[entry.tracking_id] = entry
-        due = min(self.clock.monotonic() + _FINISH_RETRY_S, entry.deadline_mono)
-        if due <= self.clock.monotonic():
-            due = self.clock.monotonic() + _FINISH_RETRY_S
-            entry.deadline_mono = due
-        self.schedulers[entry.workspace].schedule(entry, due)
-
     # -- caller actions -----------------------------------------------------
 
     async def abandon(self, tracking_id: str) -> Tracking | None:
@@ -461,49 +336,11 @@ class Engine:
         entry = self.entries.get(tracking_id)
         if entry is None:
             return None
-        return await self._finish(
+        return await self.finisher.finish(
             entry,
             "abandoned",
             {"remote_id": entry.remote_id, "last_remote_status": entry.remote_status},
         )
-
-    async def cancel(self, tracking_id: str) -> CancelAnswer | None:
-        """Read a fresh status; forward the cancel only while CanCancel is true."""
-        entry = self.entries.get(tracking_id)
-        if entry is None:
-            return None
-        client = self.clients[entry.workspace]
-        scheduler = self.schedulers[entry.workspace]
-        now_m = self.clock.monotonic()
-        if scheduler.blocked_until > now_m:
-            return CancelAnswer(
-                503,
-                entry.remote_status,
-                "the workspace asked us to wait (Retry-After)",
-                retry_after=scheduler.blocked_until - now_m,
-            )
-        fresh = await client.read(entry.kind, entry.remote_id)
-        self.probes.polled(entry.workspace, entry.kind, fresh.result, fresh.duration)
-        if fresh.retry_after is not None:
-            scheduler.block(self.clock.monotonic() + fresh.retry_after)
-        if fresh.result != "ok":
-            return CancelAnswer(
-                502, entry.remote_status, f"fresh status read failed: {fresh.result}"
-            )
-        verdict = interpret(entry.kind, fresh.body, client.enums[entry.kind])
-        if verdict.can_cancel is not True:
-            return CancelAnswer(
-                409, verdict.remote_status, "the remote status does not allow cancelling"
-            )
-        answer = await client.cancel(entry.remote_id)
-        if answer.retry_after is not None:
-            scheduler.block(self.clock.monotonic() + answer.retry_after)
-        if answer.http_status is not None and 200 <= answer.http_status < 300:
-            self.nudge(tracking_id)
-            return CancelAnswer(202, verdict.remote_status, "cancel accepted by the workspace")
-        if answer.http_status == 409:
-            return CancelAnswer(409, verdict.remote_status, "the workspace refused the cancel")
-        return CancelAnswer(502, verdict.remote_status, f"cancel failed: {answer.result}")
 
     def nudge(self, tracking_id: str) -> None:
         """Read soon (after a cancel), still within the rate limit."""
@@ -562,7 +399,7 @@ class Engine:
                 for task in still:
                     task.cancel()
                 await asyncio.wait(still, timeout=1.0)
-        if self._finishing:
-            await asyncio.wait(list(self._finishing))
+        if self.finisher.tasks:
+            await asyncio.wait(list(self.finisher.tasks))
         self._checkpoint()
         self._writer_stop.set()

@@ -291,7 +291,7 @@ class ScheduleFollower:
         result: dict[str, Any],
         polled_at: float,
     ) -> None:
-        await self.engine._finish(
+        await self.engine.finisher.finish(
             entry, outcome, result, remote=followed.remote(), polled_at=polled_at
         )
         if entry.tracking_id not in self.engine.entries:

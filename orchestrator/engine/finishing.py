@@ -1,0 +1,151 @@
+"""Terminal transitions: the end of a tracking, written once.
+
+The entry leaves the schedule first; its terminal state and terminal event are
+then written in one transaction, shielded from cancellation so that a shutdown
+cannot cut a terminal write in half. When the store cannot write (disk full),
+nothing was committed: the tracking goes back on the schedule and is read
+again later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.clock import iso
+from orchestrator.engine.entry import Entry
+from orchestrator.errors import StoreError
+from orchestrator.store.base import Finish, Tracking
+
+if TYPE_CHECKING:
+    from orchestrator.engine.engine import Engine
+
+log = logging.getLogger("orchestrator.engine")
+
+# After a failed terminal write (store full), look again this much later.
+_FINISH_RETRY_S = 2.0
+
+
+def deadline_result(entry: Entry) -> dict[str, Any]:
+    """What a tracking that ran out of time reports: the id and the latest state."""
+    return {
+        "remote_id": entry.remote_id,
+        "last_remote_status": entry.remote_status,
+        "last_error": entry.last_error,
+        "deadline_at": iso(entry.deadline),
+    }
+
+
+class Finisher:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.tasks: set[asyncio.Task[Tracking | None]] = set()
+
+    async def expire(self, entry: Entry) -> None:
+        """The deadline passed while Retry-After forbade the last read."""
+        self.engine.entries.pop(entry.tracking_id, None)
+        await self.finish(entry, "deadline_exceeded", deadline_result(entry))
+
+    async def finish(
+        self,
+        entry: Entry,
+        outcome: str,
+        result: dict[str, Any] | None,
+        *,
+        remote: Any = None,
+        polled_at: float | None = None,
+    ) -> Tracking | None:
+        """Write the terminal state and its event; shielded from cancellation."""
+        if entry.resumed:  # ended (abandoned, expired) before its first read
+            entry.resumed = False
+            self.engine.metrics.resume_pending.labels(workspace=entry.workspace).dec()
+        self.engine.entries.pop(entry.tracking_id, None)
+        entry.gen += 1
+        task = asyncio.ensure_future(self._write(entry, outcome, result, remote, polled_at))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return await asyncio.shield(task)
+
+    async def _write(
+        self,
+        entry: Entry,
+        outcome: str,
+        result: dict[str, Any] | None,
+        remote: Any,
+        polled_at: float | None,
+    ) -> Tracking | None:
+        now_w = self.engine.clock.now()
+        remote_changed = remote is not None
+        last_polled_at = polled_at
+        try:
+            if not remote_changed or last_polled_at is None:
+                # No body in hand (deadline, not found, abandon): the store has
+                # the last one; flush first so that it is the latest.
+                await self.engine.writer.flush()
+                stored = await self.engine.store.get_tracking(entry.tracking_id)
+                if stored is not None:
+                    if not remote_changed:
+                        remote = stored.remote
+                    last_polled_at = last_polled_at or stored.last_polled_at
+            tracking = entry.to_tracking(
+                state="terminal",
+                outcome=outcome,
+                remote=remote,
+                result=result,
+                last_polled_at=last_polled_at,
+                terminal_at=now_w,
+            )
+            event = self.engine.events.terminal(tracking, now_w)
+            item = Finish(
+                tracking_id=entry.tracking_id,
+                outcome=outcome,  # type: ignore[arg-type]
+                terminal_at=now_w,
+                result=result,
+                event=event,
+                polls=entry.polls,
+                last_polled_at=last_polled_at,
+                remote_status=entry.remote_status,
+                remote=remote if remote_changed else None,
+                remote_changed=remote_changed,
+                last_error=entry.last_error,
+            )
+            done = await self.engine.writer.finish([item])
+        except StoreError as exc:
+            # Nothing was committed: keep the tracking active and look again.
+            log.warning(
+                "terminal state not stored yet; will read again",
+                extra={"fields": {"tracking_id": entry.tracking_id, "error": str(exc)}},
+            )
+            self._reinstate(entry)
+            return None
+        self.engine.probes.active(entry.workspace, entry.kind).dec()
+        if done and done[0]:
+            self.engine.probes.terminal(
+                entry.workspace, entry.kind, outcome, now_w - entry.created_at
+            )
+            log.info(
+                "tracking finished",
+                extra={
+                    "fields": {
+                        "tracking_id": entry.tracking_id,
+                        "workspace": entry.workspace,
+                        "kind": entry.kind,
+                        "remote_id": entry.remote_id,
+                        "outcome": outcome,
+                        "remote_status": entry.remote_status,
+                        "polls": entry.polls,
+                    }
+                },
+            )
+        return tracking
+
+    def _reinstate(self, entry: Entry) -> None:
+        if self.engine.stopping or entry.tracking_id in self.engine.entries:
+            return
+        self.engine.entries[entry.tracking_id] = entry
+        due = min(self.engine.clock.monotonic() + _FINISH_RETRY_S, entry.deadline_mono)
+        if due <= self.engine.clock.monotonic():
+            due = self.engine.clock.monotonic() + _FINISH_RETRY_S
+            entry.deadline_mono = due
+        self.engine.schedulers[entry.workspace].schedule(entry, due)
