@@ -11,11 +11,11 @@ left and flush the store. Terminal writes are shielded from cancellation.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ipaddress
 import logging
 import os
 import signal
+import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -182,9 +182,11 @@ class Service:
         spawn("loop-lag", LoopLagMonitor(runtime.metrics).run(side_stop))
 
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            # Not possible off the main thread (tests run the service in-process).
-            with contextlib.suppress(NotImplementedError, RuntimeError):
+        # Signal handlers can only be set from the main thread; an embedding
+        # application running us elsewhere calls request_stop() instead.
+        own_signals = threading.current_thread() is threading.main_thread()
+        if own_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.stop_requested.set)
         if on_ready is not None:
             await on_ready(self)
@@ -209,6 +211,6 @@ class Service:
                 task.cancel()
             if still:
                 await asyncio.wait(still, timeout=1.0)
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
+        if own_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
