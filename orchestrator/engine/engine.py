@@ -171,6 +171,9 @@ class Engine:
         ws, kind = entry.workspace, entry.kind
         probes = self.probes
         probes.lateness(ws).observe(max(0.0, self.clock.monotonic() - entry.due))
+        if entry.resumed:
+            entry.resumed = False
+            self.metrics.resume_pending.labels(workspace=ws).dec()
         if kind == "schedule":
             await self.schedule_follower.poll(entry, gen)
             return
@@ -184,9 +187,6 @@ class Engine:
         now_w, now_m = self.clock.now(), self.clock.monotonic()
         scheduler = self.schedulers[ws]
         entry.polls += 1
-        if entry.resumed:
-            entry.resumed = False
-            self.metrics.resume_pending.labels(workspace=ws).dec()
         entry.last_polled_at = now_w
         previous_error = entry.last_error
         label = r.result

@@ -108,7 +108,7 @@ class ScheduleFollower:
     def _observe(self, ws: str, read: ReadResult) -> None:
         eng = self.engine
         eng.probes.polled(ws, KIND, read.result, read.duration)
-        eng.metrics.workspace_up.labels(workspace=ws).set(1 if read.answered else 0)
+        eng.probes.set_up(ws, read.answered)
         if read.retry_after is not None:
             eng.schedulers[ws].block(eng.clock.monotonic() + read.retry_after)
 
@@ -147,6 +147,7 @@ class ScheduleFollower:
         eng = self.engine
         now_w, now_m = eng.clock.now(), eng.clock.monotonic()
         entry.polls += 1
+        entry.last_polled_at = now_w
         if sched.result == "ok" and trouble is None:
             followed.schedule = sched.body
             entry.remote_status = text(sched.body, "Status")

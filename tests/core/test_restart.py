@@ -93,6 +93,15 @@ async def test_sigkill_mid_run_loses_nothing(tmp_path: Path) -> None:
                 await asyncio.sleep(pause)
                 serve.kill()
                 await serve.start(session)
+                # Every resumed tracking gets read: the restart gauge drains to 0.
+                async with asyncio.timeout(20):
+                    while True:
+                        async with session.get(f"{base}/metrics") as resp:
+                            text = await resp.text()
+                        line = 'orchestrator_resume_pending{workspace="default"} '
+                        if float(text.split(line, 1)[1].split("\n", 1)[0]) == 0:
+                            break
+                        await asyncio.sleep(0.05)
 
             async with asyncio.timeout(60):
                 while True:

@@ -54,6 +54,8 @@ async def test_restart_mid_schedule_without_duplicates(tmp_path: Path, sim_url: 
     api, task = await _start(tmp_path, sim_url)
     try:
         await wait_for(api, tid, lambda ev: len(occurrences(ev)) >= 6)
+        # The resumed schedule tracking counts as read by this process.
+        assert 'orchestrator_resume_pending{workspace="default"} 0.0' in await api.metrics_text()
         status, _ = await api.sim("PATCH", "/_sim/schedules/sch-restart", {"Enabled": False})
         assert status == 200
         final = await api.wait_terminal(tid, timeout=20)
