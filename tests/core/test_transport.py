@@ -83,6 +83,8 @@ async def test_retry_after_http_date_blocks_other_trackings_too(api: Api) -> Non
 
 
 async def test_next_run_at_is_not_polled_early(api: Api) -> None:
+    # Taken before the script: its NextRunAt is at least one second after this.
+    created = time.time()
     rid = await api.script(
         "function_job",
         [
@@ -96,7 +98,6 @@ async def test_next_run_at_is_not_polled_early(api: Api) -> None:
             {"after_s": 1.1, "status": "Completed"},
         ],
     )
-    created = time.time()
     t = await api.track(kind="function_job", remote_id=rid)
     assert (await api.wait_terminal(t["tracking_id"]))["outcome"] == "succeeded"
     gets = _gets(await api.requests_for(rid))
@@ -113,7 +114,8 @@ async def test_not_found_needs_confirmations_over_time(api: Api) -> None:
     gets = [r for r in await api.requests_for(rid) if r["method"] == "GET"]
     assert len(gets) >= 3
     assert all(r["status"] == 404 for r in gets)
-    assert gets[-1]["t"] - gets[0]["t"] >= 0.3
+    # not_found_min_s is 0.3 s between the answers; arrival times may differ a little.
+    assert gets[-1]["t"] - gets[0]["t"] >= 0.25
 
 
 async def test_a_404_window_is_not_terminal(api: Api) -> None:
