@@ -177,7 +177,7 @@ class Engine:
         if kind == "schedule":
             await self.schedule_follower.poll(entry, gen)
             return
-        result = await self.clients[ws].read(kind, entry.remote_id)
+        result = await self.clients[ws].read(kind, entry.remote_id, entry.digest)
         if gen != entry.gen:
             return  # abandoned while the read was in flight
         await self._handle(entry, result)
@@ -192,7 +192,9 @@ class Engine:
         label = r.result
         error = r.error
         verdict: Verdict | None = None
-        if r.result == "ok":
+        if r.unchanged:
+            pass  # the same ordinary in-progress body as last time: nothing to judge
+        elif r.result == "ok":
             verdict = interpret(kind, r.body, self.clients[ws].enums[kind])
             if verdict.phase is Phase.INVALID:
                 label = "invalid_response"
@@ -209,10 +211,15 @@ class Engine:
         changed = False
         event = None
         next_run_at: float | None = None
-        if verdict is not None:
+        if r.unchanged:
+            entry.nf_count = 0
+            entry.last_error = None
+        elif verdict is not None:
             entry.nf_count = 0
             entry.last_error = None
             changed = verdict.fingerprint != entry.fingerprint
+            ordinary = verdict.phase is Phase.PENDING and verdict.next_run_at is None
+            entry.digest = r.digest if ordinary else None
             if verdict.phase is Phase.ANOMALY:
                 self.probes.anomaly(ws, kind, verdict.anomaly or "unknown")
                 if changed:  # once per anomalous body, not once per read of it
@@ -354,7 +361,13 @@ class Engine:
 
     async def refresh_enums(self) -> None:
         for name, client in self.clients.items():
+            before = dict(client.enums)
             ok = await client.load_enums()
+            if client.enums != before:
+                # The same bytes may now read differently: judge every body afresh.
+                for entry in self.entries.values():
+                    if entry.workspace == name:
+                        entry.digest = None
             for kind, enum_map in client.enums.items():
                 fallback = 1 if enum_map.source == "fallback" else 0
                 self.metrics.enum_source.labels(workspace=name, kind=kind).set(fallback)

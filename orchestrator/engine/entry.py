@@ -22,6 +22,7 @@ class Entry:
         "deadline",
         "deadline_mono",
         "delay",
+        "digest",
         "due",
         "fingerprint",
         "gen",
@@ -59,6 +60,9 @@ class Entry:
         self.last_error = t.last_error
         self.last_polled_at = t.last_polled_at
         self.fingerprint = ""
+        # Digest of the last body read, kept only while that body was an ordinary
+        # in-progress state: an identical body then needs no second reading.
+        self.digest: bytes | None = None
         self.delay: float | None = None
         self.due = 0.0
         self.gen = 0
