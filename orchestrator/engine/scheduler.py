@@ -42,9 +42,12 @@ class WorkspaceScheduler:
         self._expire = expire
         self._heap: list[tuple[float, int, int, Entry]] = []
         self._seq = itertools.count()
-        # A burst of a tenth of a second's worth keeps the limit honest over
-        # any one-second window while not serialising a small workspace.
-        self.bucket = TokenBucket(rate, burst=max(1.0, rate / 10), now=monotonic())
+        # A bucket lets through its burst plus a second's refill in any one
+        # second: refilling at the limit less the burst keeps every one-second
+        # window within the limit, while a small burst (a fiftieth of a second's
+        # worth) spares the dispatcher a timer per request.
+        burst = max(1.0, rate / 50)
+        self.bucket = TokenBucket(rate - (burst - 1.0), burst=burst, now=monotonic())
         self.blocked_until = 0.0
         self.max_in_flight = max_in_flight
         # A short hand-over queue: reads wait in the heap, where a Retry-After
