@@ -109,6 +109,7 @@ def _fmt(value: Any) -> str:
 def table(r: dict[str, Any]) -> str:
     rows = [
         ("baseline_polls_per_s", "bare aiohttp loop, polls/s"),
+        ("saturation_first_reads_s", "first read of every tracking, s"),
         ("orchestrator_polls_per_s", "orchestrator at saturation, polls/s"),
         ("ratio", "ratio (target >= 0.8)"),
         ("baseline_cpu_ms_per_poll", "baseline CPU ms/poll"),
