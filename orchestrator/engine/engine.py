@@ -388,7 +388,6 @@ class Engine:
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tg:
             for name, scheduler in self.schedulers.items():
-                tg.create_task(scheduler.dispatch(), name=f"dispatch:{name}")
                 for i in range(scheduler.max_in_flight):
                     self._workers.append(
                         tg.create_task(scheduler.worker(), name=f"poller:{name}:{i}")

@@ -1,9 +1,11 @@
-"""One workspace's scheduler: a heap of due times feeding a bounded pool of pollers.
+"""One workspace's scheduler: a heap of due times read by a bounded pool of pollers.
 
-There is no task per tracking: a single dispatcher sleeps until the earliest
-due time, takes a token from the workspace's rate limit and hands the entry to
-one of ``max_in_flight`` worker coroutines. ``Retry-After`` blocks the whole
-workspace: nothing is dispatched before it passes.
+There is no task per tracking: ``max_in_flight`` worker coroutines each take the
+earliest due entry from the heap (after a token from the workspace's rate limit)
+and read it. A worker that finds nothing due parks until a timer or a newly
+scheduled entry wakes it; under load no worker ever parks, so a read costs no
+hand-over between tasks. ``Retry-After`` blocks the whole workspace: nothing is
+taken before it passes.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import asyncio
 import heapq
 import itertools
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -45,18 +48,14 @@ class WorkspaceScheduler:
         # A bucket lets through its burst plus a second's refill in any one
         # second: refilling at the limit less the burst keeps every one-second
         # window within the limit, while a small burst (a fiftieth of a second's
-        # worth) spares the dispatcher a timer per request.
+        # worth) spares the pollers a timer per request.
         burst = max(1.0, rate / 50)
         self.bucket = TokenBucket(rate - (burst - 1.0), burst=burst, now=monotonic())
         self.blocked_until = 0.0
         self.max_in_flight = max_in_flight
-        # A short hand-over queue: reads wait in the heap, where a Retry-After
-        # or a reschedule still reaches them, rather than in the queue.
-        self._queue: asyncio.Queue[tuple[Entry, int] | None] = asyncio.Queue(
-            max(1, max_in_flight // 8)
-        )
-        self._wake = asyncio.Event()
+        self._idle: deque[asyncio.Future[None]] = deque()
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
         self._stopping = False
         self.in_flight = 0
 
@@ -71,8 +70,9 @@ class WorkspaceScheduler:
         entry.gen += 1
         entry.due = due
         heapq.heappush(self._heap, (due, next(self._seq), entry.gen, entry))
-        if self._heap[0][3] is entry:
-            self._wake.set()
+        if self._idle and self._heap[0][3] is entry:
+            # A new earliest entry: a parked worker looks again (and re-arms the timer).
+            self._wake_one()
 
     def block(self, until: float) -> None:
         if until > self.blocked_until:
@@ -80,70 +80,84 @@ class WorkspaceScheduler:
 
     def stop(self) -> None:
         self._stopping = True
-        self._wake.set()
-
-    def _sleep_until(self, when: float) -> None:
-        loop = asyncio.get_running_loop()
         if self._timer is not None:
             self._timer.cancel()
-        # call_at uses the loop's clock; convert from ours by the current offset.
-        self._timer = loop.call_at(loop.time() + (when - self._mono()), self._wake.set)
+            self._timer = None
+        while self._idle:
+            self._wake_one()
 
-    async def dispatch(self) -> None:
+    def _wake_one(self) -> None:
+        while self._idle:
+            waiter = self._idle.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._wake_one()
+
+    def _arm(self, when: float) -> None:
+        """Wake a parked worker at monotonic ``when`` (the earliest such time wins)."""
+        if self._timer is not None:
+            if self._timer_at <= when:
+                return
+            self._timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._timer_at = when
+        # call_at uses the loop's clock; convert from ours by the current offset.
+        self._timer = loop.call_at(loop.time() + (when - self._mono()), self._on_timer)
+
+    def _take(self) -> tuple[Entry, int] | Entry | None:
+        """The next read to make: ``(entry, gen)``; an entry whose deadline a
+        Retry-After swallowed; or None when nothing may be read now (the timer is
+        then armed for when something may)."""
         heap = self._heap
-        while not self._stopping:
-            if not heap:
-                self._wake.clear()
-                await self._wake.wait()
-                continue
+        now = self._mono()
+        while heap:
             due, _, gen, entry = heap[0]
             if gen != entry.gen:
                 heapq.heappop(heap)
                 continue
-            now = self._mono()
             if due > now:
-                self._wake.clear()
-                self._sleep_until(due)
-                await self._wake.wait()
-                continue
+                self._arm(due)
+                return None
             if self.blocked_until > now:
                 heapq.heappop(heap)
                 if entry.deadline_mono <= now:
                     # Retry-After forbids the last read: the deadline still holds.
                     entry.gen += 1
-                    await self._expire(entry)
-                else:
-                    self.schedule(entry, min(self.blocked_until, entry.deadline_mono))
+                    return entry
+                self.schedule(entry, min(self.blocked_until, entry.deadline_mono))
                 continue
             wait = self.bucket.take(now)
             if wait > 0:
-                self._wake.clear()
-                self._sleep_until(now + wait)
-                await self._wake.wait()
-                continue
+                self._arm(now + wait)
+                return None
             heapq.heappop(heap)
-            await self._queue.put((entry, gen))
-        # Reads handed over but not started yet are dropped: they stay active in
-        # the store and are resumed on the next start.
-        while not self._queue.empty():
-            self._queue.get_nowait()
-        for _ in range(self.max_in_flight):
-            await self._queue.put(None)
+            if self._idle and heap and heap[0][0] <= now:
+                # More is due: let a parked worker take it while this one reads.
+                self._wake_one()
+            return entry, gen
+        return None
 
     async def worker(self) -> None:
-        queue = self._queue
-        while True:
-            item = await queue.get()
+        loop = asyncio.get_running_loop()
+        while not self._stopping:
+            item = self._take()
             if item is None:
-                return
+                waiter = loop.create_future()
+                self._idle.append(waiter)
+                try:
+                    await waiter
+                finally:
+                    if not waiter.done():
+                        waiter.cancel()
+                continue
+            if not isinstance(item, tuple):
+                await self._expire(item)
+                continue
             entry, gen = item
-            if gen != entry.gen:
-                continue
-            if self.blocked_until > self._mono():
-                # A Retry-After arrived after this read was handed over: it waits
-                # too (the dispatcher ends it if its deadline passes meanwhile).
-                self.schedule(entry, min(self.blocked_until, entry.deadline_mono))
-                continue
             self.in_flight += 1
             try:
                 await self._poll(entry, gen)

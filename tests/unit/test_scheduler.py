@@ -64,9 +64,7 @@ async def test_dispatch_order_rate_limit_and_bad_poll_isolation() -> None:
         sched.schedule(entries[i], now + delay)
     # A rescheduled entry is read once, at its new time.
     sched.schedule(entries[0], now + 0.06)
-    tasks = [asyncio.create_task(sched.dispatch())] + [
-        asyncio.create_task(sched.worker()) for _ in range(2)
-    ]
+    tasks = [asyncio.create_task(sched.worker()) for _ in range(2)]
     async with asyncio.timeout(5):
         while len(polled) < 5:
             await asyncio.sleep(0.01)
@@ -96,7 +94,7 @@ async def test_blocked_workspace_dispatches_nothing_until_retry_after() -> None:
     dying = Entry(_tracking(2), deadline_mono=start + 0.1)
     sched.schedule(live, start)
     sched.schedule(dying, start + 0.05)
-    tasks = [asyncio.create_task(sched.dispatch()), asyncio.create_task(sched.worker())]
+    tasks = [asyncio.create_task(sched.worker())]
     async with asyncio.timeout(5):
         while len(times) < 2:
             await asyncio.sleep(0.01)
@@ -131,7 +129,7 @@ async def test_read_handed_over_before_a_retry_after_waits_for_it() -> None:
     second = Entry(_tracking(2), deadline_mono=start + 10)
     sched.schedule(first, start)
     sched.schedule(second, start + 0.001)
-    tasks = [asyncio.create_task(sched.dispatch()), asyncio.create_task(sched.worker())]
+    tasks = [asyncio.create_task(sched.worker())]
     async with asyncio.timeout(5):
         while len(times) < 2:
             await asyncio.sleep(0.01)
