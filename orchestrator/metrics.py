@@ -11,6 +11,8 @@ from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from orchestrator.loopmetrics import LoopCounter, LoopHistogram
+
 KINDS = ("function_job", "net_operation_build", "workspace_ui_build", "schedule")
 OUTCOMES = ("succeeded", "failed", "cancelled", "deadline_exceeded", "not_found", "abandoned")
 POLL_RESULTS = (
@@ -57,20 +59,21 @@ class Metrics:
             ["workspace", "kind", "outcome"],
             registry=r,
         )
-        self.polls_total = Counter(
+        # Updated once or twice per read: lock-free, loop-thread-only versions.
+        self.polls_total = LoopCounter(
             "orchestrator_polls_total",
             "Status reads sent to Moltaro, by result.",
             ["workspace", "kind", "result"],
             registry=r,
         )
-        self.poll_duration_seconds = Histogram(
+        self.poll_duration_seconds = LoopHistogram(
             "orchestrator_poll_duration_seconds",
             "Time from sending a status read to having its body.",
             ["workspace", "kind"],
             buckets=POLL_DURATION_BUCKETS,
             registry=r,
         )
-        self.poll_lateness_seconds = Histogram(
+        self.poll_lateness_seconds = LoopHistogram(
             "orchestrator_poll_lateness_seconds",
             "How long after its due time a poll was sent.",
             ["workspace"],
