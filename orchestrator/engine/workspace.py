@@ -148,7 +148,9 @@ class WorkspaceClient:
             ) as resp:
                 raw = await resp.read()
                 status = resp.status
-                retry_after_header = resp.headers.get("Retry-After")
+                retry_after_header = (
+                    resp.headers.get("Retry-After") if status in (429, 503) else None
+                )
         except TimeoutError:
             return ReadResult(
                 "timeout",
@@ -163,7 +165,9 @@ class WorkspaceClient:
             )
         duration = time.monotonic() - started
         retry_after = (
-            parse_retry_after(retry_after_header, time.time()) if status in (429, 503) else None
+            parse_retry_after(retry_after_header, time.time())
+            if retry_after_header is not None
+            else None
         )
         if status in (200, 201, 202):
             # Most reads find the job as it was: a digest of the bytes spares
