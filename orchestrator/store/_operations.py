@@ -66,31 +66,34 @@ def _poll_params(update: PollUpdate) -> tuple[object, ...]:
 
 
 def _record_plain(conn: sqlite3.Connection, updates: Sequence[PollUpdate]) -> None:
-    """Updates without events; only one tracking's own updates must keep their order.
+    """Updates without events, in bulk statements.
 
-    A tracking whose updates in this run are all plain (no change, no error) needs
-    only its last one, written in bulk; any other tracking's updates go one by one.
+    A tracking's updates fold into one row that leaves it as applying them in turn
+    would: the last update's counters and error, and the body of the last update
+    that carried a changed one.
     """
     if not updates:
         return
-    last: dict[str, PollUpdate] = {}
-    mixed: set[str] = set()
-    for update in updates:
-        last[update.tracking_id] = update
-        if update.remote_changed or update.last_error is not None:
-            mixed.add(update.tracking_id)
-    if mixed:
-        conn.executemany(
-            queries.RECORD_POLL, [_poll_params(u) for u in updates if u.tracking_id in mixed]
-        )
-    rows = [u for tid, u in last.items() if tid not in mixed]
-    size = queries.PLAIN_POLL_ROWS
-    for start in range(0, len(rows), size):
-        chunk = rows[start : start + size]
-        params: list[object] = []
-        for u in chunk:
-            params += (u.tracking_id, u.polls, u.last_polled_at, u.next_poll_at)
-        conn.execute(queries.record_plain_polls(len(chunk)), params)
+    rows: dict[str, list[object]] = {}
+    for u in updates:
+        row = rows.get(u.tracking_id)
+        error = _rows.dump(u.last_error)
+        if row is None:
+            rows[u.tracking_id] = [
+                u.tracking_id, u.polls, u.last_polled_at, u.next_poll_at, error,
+                u.remote_changed,
+                u.remote_status if u.remote_changed else None,
+                _rows.dump(u.remote) if u.remote_changed else None,
+            ]  # fmt: skip
+            continue
+        row[1:5] = [u.polls, u.last_polled_at, u.next_poll_at, error]
+        if u.remote_changed:
+            row[5:8] = [True, u.remote_status, _rows.dump(u.remote)]
+    folded = list(rows.values())
+    size = queries.POLL_ROWS
+    for start in range(0, len(folded), size):
+        chunk = folded[start : start + size]
+        conn.execute(queries.record_poll_rows(len(chunk)), [v for row in chunk for v in row])
 
 
 def finish(conn: sqlite3.Connection, items: Sequence[Finish]) -> list[bool]:

@@ -54,19 +54,22 @@ RECORD_POLL = (
     " WHERE tracking_id = ?8 AND state = 'active'"
 )
 
-# The common poll result (status unchanged, no error, no event) for many rows in ONE
-# statement: (tracking_id, polls, last_polled_at, next_poll_at) per row. A statement per
-# row hands the GIL back and forth once per row between the writer thread and the event
-# loop; under load each hand-back waits for the loop's switch interval.
-PLAIN_POLL_ROWS = 200  # 800 parameters: under the oldest SQLite's limit of 999
+# Poll results without an event, many rows in ONE statement: per row (tracking_id,
+# polls, last_polled_at, next_poll_at, last_error, remote_changed, remote_status,
+# remote). A statement per row hands the GIL back and forth once per row between the
+# writer thread and the event loop; under load each hand-back waits for the loop's
+# switch interval, which held the writer to a few hundred rows a second.
+POLL_ROWS = 124  # 992 parameters: under the oldest SQLite's limit of 999
 
 
-@functools.lru_cache(maxsize=PLAIN_POLL_ROWS)
-def record_plain_polls(rows: int) -> str:
-    values = ",".join(["(?,?,?,?)"] * rows)
+@functools.lru_cache(maxsize=POLL_ROWS)
+def record_poll_rows(rows: int) -> str:
+    values = ",".join(["(?,?,?,?,?,?,?,?)"] * rows)
     return (
         "UPDATE trackings SET polls = u.column2, last_polled_at = u.column3,"
-        " next_poll_at = u.column4, last_error = NULL"
+        " next_poll_at = u.column4, last_error = u.column5,"
+        " remote_status = CASE WHEN u.column6 THEN u.column7 ELSE remote_status END,"
+        " remote = CASE WHEN u.column6 THEN u.column8 ELSE remote END"
         f" FROM (VALUES {values}) AS u"
         " WHERE trackings.tracking_id = u.column1 AND trackings.state = 'active'"
     )

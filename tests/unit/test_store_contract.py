@@ -197,6 +197,43 @@ async def test_unchanged_remote_keeps_the_stored_body(store: Store) -> None:
     assert got.last_error is None
 
 
+async def test_several_updates_of_one_tracking_in_one_call_apply_in_turn(store: Store) -> None:
+    await store.create_trackings([new(1), new(2), new(3)])
+    first, second = {"Status": "Queued"}, {"Status": "Leased"}
+    await store.record_polls(
+        [
+            poll("trk_1", 1, remote_status="Queued", remote=first, remote_changed=True),
+            poll("trk_2", 1, last_error={"kind": "timeout"}),
+            poll("trk_1", 2, last_error={"kind": "http_5xx"}),
+            poll("trk_3", 1, remote_status="Queued", remote=first, remote_changed=True),
+            poll("trk_1", 3, remote_status="Leased", remote=second, remote_changed=True),
+            poll("trk_2", 2),
+            poll("trk_1", 4),
+            poll("trk_3", 2, last_error={"kind": "connection"}),
+        ]
+    )
+    one, two, three = [await store.get_tracking(f"trk_{i}") for i in (1, 2, 3)]
+    assert one is not None and two is not None and three is not None
+    # The last changed body wins; the last update's counters and (absent) error too.
+    assert (one.polls, one.remote_status, one.remote, one.last_error) == (4, "Leased", second, None)
+    assert (two.polls, two.remote, two.last_error) == (2, None, None)
+    assert (three.polls, three.remote_status, three.remote) == (2, "Queued", first)
+    assert three.last_error == {"kind": "connection"}
+
+
+async def test_many_poll_results_in_one_call(store: Store) -> None:
+    # More rows than one bulk statement holds.
+    await store.create_trackings([new(i) for i in range(300)])
+    body = {"Status": "Queued"}
+    await store.record_polls(
+        [poll(f"trk_{i}", 7, remote_status="Queued", remote=body, remote_changed=True)
+         for i in range(300)]
+    )  # fmt: skip
+    rows = await store.load_active()
+    assert len(rows) == 300
+    assert all(t.polls == 7 and t.remote == body for t in rows)
+
+
 async def test_record_polls_ignores_terminal_and_unknown_rows(store: Store) -> None:
     await store.create_trackings([new(1), new(2)])
     await store.finish([finish("trk_1", "evt_fin", "sink:a")])
