@@ -111,6 +111,12 @@ class Engine:
         due_floor = 0.0
         if t.kind == "schedule":
             self.schedule_follower.adopt(t)
+        elif t.remote_digest is not None and t.remote_fingerprint is not None:
+            # An ordinary in-progress body (no NextRunAt): its digest and fingerprint
+            # stand for it. Keyed by the enums it was judged with, the digest simply
+            # fails to match if they have changed since.
+            entry.fingerprint = t.remote_fingerprint
+            entry.digest = t.remote_digest
         elif t.remote is not None:
             verdict = interpret(t.kind, t.remote, self.clients[t.workspace].enums[t.kind])
             entry.fingerprint = verdict.fingerprint
@@ -333,6 +339,8 @@ class Engine:
                     remote_status=entry.remote_status,
                     remote=r.body if changed else None,
                     remote_changed=changed,
+                    fingerprint=entry.fingerprint if changed else None,
+                    digest=entry.digest if changed else None,
                     last_error=entry.last_error,
                     event=event,
                 )
@@ -386,13 +394,8 @@ class Engine:
 
     async def refresh_enums(self) -> None:
         for name, client in self.clients.items():
-            before = dict(client.enums)
+            # Digests are keyed by the enums: bodies read under new ones are judged afresh.
             ok = await client.load_enums()
-            if client.enums != before:
-                # The same bytes may now read differently: judge every body afresh.
-                for entry in self.entries.values():
-                    if entry.workspace == name:
-                        entry.digest = None
             for kind, enum_map in client.enums.items():
                 fallback = 1 if enum_map.source == "fallback" else 0
                 self.metrics.enum_source.labels(workspace=name, kind=kind).set(fallback)

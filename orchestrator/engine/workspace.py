@@ -86,6 +86,15 @@ class WorkspaceClient:
             "workspace_ui_build": cfg.paths.workspace_ui_build,
         }
         self.enums: dict[str, EnumMap] = {k: fallback_enums(k) for k in KINDS}
+        self._digest_keys: dict[str, bytes] = {}
+        self._key_digests()
+
+    def _key_digests(self) -> None:
+        """Key each kind's body digests with its enum map: the same bytes read under
+        other enums (a changed OpenAPI document, across restarts too) never match."""
+        for kind, enum_map in self.enums.items():
+            spelled = repr(sorted((path, sorted(m.items())) for path, m in enum_map.values.items()))
+            self._digest_keys[kind] = hashlib.blake2b(spelled.encode(), digest_size=32).digest()
 
     def route_template(self, kind: str) -> str:
         return self._templates[kind]
@@ -98,7 +107,9 @@ class WorkspaceClient:
 
     async def read(self, kind: str, remote_id: str, seen: bytes | None = None) -> ReadResult:
         """Read a status; a body whose digest is ``seen`` comes back ``unchanged``, unparsed."""
-        return await self._request("GET", self.status_url(kind, remote_id), seen=seen, digest=True)
+        return await self._request(
+            "GET", self.status_url(kind, remote_id), seen=seen, digest_key=self._digest_keys[kind]
+        )
 
     async def cancel(self, remote_id: str) -> ReadResult:
         return await self._request("POST", self.cancel_url(remote_id))
@@ -129,7 +140,7 @@ class WorkspaceClient:
         body: bytes | None = None,
         *,
         seen: bytes | None = None,
-        digest: bool = False,
+        digest_key: bytes | None = None,
     ) -> ReadResult:
         started = time.monotonic()
         headers = self._headers
@@ -172,7 +183,11 @@ class WorkspaceClient:
         if status in (200, 201, 202):
             # Most reads find the job as it was: a digest of the bytes spares
             # parsing and interpreting them again (128 bits: no collision to fear).
-            seen_now = hashlib.blake2b(raw, digest_size=16).digest() if digest else None
+            seen_now = (
+                hashlib.blake2b(raw, digest_size=16, key=digest_key).digest()
+                if digest_key is not None
+                else None
+            )
             if seen_now is not None and seen_now == seen:
                 return ReadResult(
                     "ok", http_status=status, duration=duration, digest=seen_now, unchanged=True
@@ -253,4 +268,5 @@ class WorkspaceClient:
                     "status route not described by OpenAPI; using documented enum values",
                     extra={"fields": {"workspace": self.name, "kind": kind, "error": str(exc)}},
                 )
+        self._key_digests()
         return ok

@@ -62,6 +62,8 @@ def _poll_params(update: PollUpdate) -> tuple[object, ...]:
         update.remote_status if changed else None,
         _rows.dump(update.remote) if changed else None,
         update.tracking_id,
+        update.fingerprint if changed else None,
+        update.digest if changed else None,
     )
 
 
@@ -84,11 +86,13 @@ def _record_plain(conn: sqlite3.Connection, updates: Sequence[PollUpdate]) -> No
                 u.remote_changed,
                 u.remote_status if u.remote_changed else None,
                 _rows.dump(u.remote) if u.remote_changed else None,
+                u.fingerprint if u.remote_changed else None,
+                u.digest if u.remote_changed else None,
             ]  # fmt: skip
             continue
         row[1:5] = [u.polls, u.last_polled_at, u.next_poll_at, error]
         if u.remote_changed:
-            row[5:8] = [True, u.remote_status, _rows.dump(u.remote)]
+            row[5:10] = [True, u.remote_status, _rows.dump(u.remote), u.fingerprint, u.digest]
     folded = list(rows.values())
     size = queries.POLL_ROWS
     for start in range(0, len(folded), size):

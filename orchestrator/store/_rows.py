@@ -41,6 +41,8 @@ def tracking(row: Sequence[Any]) -> Tracking:
         correlation_id=row[17],
         callback_url=row[18],
         notify=row[19],
+        remote_fingerprint=row[20],
+        remote_digest=row[21],
     )
 
 

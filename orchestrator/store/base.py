@@ -60,6 +60,10 @@ class Tracking:
     correlation_id: str | None
     callback_url: str | None
     notify: str
+    # The stored body's fingerprint and, for an ordinary in-progress body, its digest
+    # (see engine/entry.py); ``load_active`` leaves ``remote`` out when a digest is set.
+    remote_fingerprint: str | None = None
+    remote_digest: bytes | None = None
 
 
 @dataclass(slots=True)
@@ -93,6 +97,8 @@ class PollUpdate:
     remote_changed: bool = False  # when False, remote_status/remote are kept as stored
     last_error: dict[str, Any] | None = None
     event: NewEvent | None = None  # a status_changed event, written in the same transaction
+    fingerprint: str | None = None  # with a changed remote: its fingerprint and digest
+    digest: bytes | None = None
 
 
 @dataclass(slots=True)

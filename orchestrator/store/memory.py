@@ -102,7 +102,11 @@ class MemoryStore:
             ),
             key=lambda t: t.tracking_id,
         )
-        return [copy.deepcopy(t) for t in rows[:limit]]
+        out = [copy.deepcopy(t) for t in rows[:limit]]
+        for t in out:
+            if t.remote_digest is not None:
+                t.remote = None  # as the SQLite store: the digest stands for the body
+        return out
 
     async def list_trackings(self, query: TrackingQuery) -> tuple[list[Tracking], str | None]:
         self._read()
@@ -130,6 +134,8 @@ class MemoryStore:
             if update.remote_changed:
                 tracking.remote_status = update.remote_status
                 tracking.remote = copy.deepcopy(update.remote)
+                tracking.remote_fingerprint = update.fingerprint
+                tracking.remote_digest = update.digest
             if update.event is not None:
                 self._append_event(update.event)
 

@@ -130,3 +130,46 @@ async def test_same_bytes_are_judged_again_when_enums_change_meaning(
     done = await api.wait_terminal(tracking["tracking_id"], timeout=10)
     assert done["outcome"] == "cancelled"
     assert done["remote_status"] == "Cancelled"
+
+
+async def _stop(api: Api) -> None:
+    """Stop the running in-process service gracefully and wait for it to end."""
+    task = next(
+        t for t in asyncio.all_tasks() if t.get_name() == "service-under-test" and not t.done()
+    )
+    api.service.request_stop()
+    assert await asyncio.wait_for(task, 15) == 0
+
+
+async def test_a_change_while_stopped_is_seen_by_the_next_start(
+    start_service: StartService,
+) -> None:
+    first = await start_service()
+    rid = await first.script(
+        "function_job",
+        [{"after_s": 0, "status": "Queued"}, {"after_s": 1.5, "status": "Completed"}],
+    )
+    tracking = await first.track(kind="function_job", remote_id=rid)
+    await _wait_polls(first, tracking["tracking_id"], 3)
+    await _stop(first)
+    await asyncio.sleep(1.6)  # the job completes while nobody watches
+    second = await start_service()
+    done = await second.wait_terminal(tracking["tracking_id"])
+    assert done["outcome"] == "succeeded"
+
+
+async def test_enums_changed_across_a_restart_judge_the_same_bytes_afresh(
+    start_service: StartService, switching: _EnumSwitchingWorkspace
+) -> None:
+    workspaces = [{"name": "default", "base_url": switching.url, "request_timeout_s": 2}]
+    first = await start_service(workspaces=workspaces)
+    rid = await first.script("workspace_ui_build", [{"after_s": 0, "status": "Running"}])
+    tracking = await first.track(kind="workspace_ui_build", remote_id=rid)
+    running = await _wait_polls(first, tracking["tracking_id"], 3)
+    assert running["remote_status"] == "Running"
+    await _stop(first)
+    # Status 1 is now named Cancelled: the stored knowledge of those bytes is stale.
+    switching.rename_ui_build_status(["Queued", "Cancelled", "Succeeded", "Failed", "Running"])
+    second = await start_service(workspaces=workspaces)
+    done = await second.wait_terminal(tracking["tracking_id"], timeout=10)
+    assert done["outcome"] == "cancelled"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.resources
 import logging
 import os
 import signal
@@ -94,10 +95,40 @@ async def test_migrations_apply_once_in_wal_mode(tmp_path: Path) -> None:
         await store.close()
     with sqlite3.connect(path) as conn:
         versions = conn.execute("SELECT version, name FROM schema_version").fetchall()
-        assert versions == [(1, "001_init.sql")]
+        assert versions == [(1, "001_init.sql"), (2, "002_remote_digest.sql")]
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("SELECT count(*) FROM trackings").fetchone()[0] == 1
     conn.close()
+
+
+async def test_a_version_1_store_is_upgraded_with_its_rows(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    init = (
+        importlib.resources.files("orchestrator.store") / "migrations" / "001_init.sql"
+    ).read_text()
+    with sqlite3.connect(path) as conn:
+        conn.executescript(init)
+        conn.execute(
+            "CREATE TABLE schema_version"
+            " (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+        )
+        conn.execute("INSERT INTO schema_version VALUES (1, '001_init.sql', 0)")
+        conn.execute(
+            "INSERT INTO trackings (tracking_id, workspace, kind, remote_id, state,"
+            " remote_status, remote, polls, deadline_at, created_at, labels, notify)"
+            " VALUES ('trk_old', 'default', 'function_job', 'J-old', 'active', 'Queued',"
+            " '{\"Status\":0}', 3, 9999999999, 1000, '{}', 'terminal')"
+        )
+    conn.close()
+    store = SqliteStore(path)
+    await store.open()
+    try:
+        [old] = await store.load_active()
+        assert old.tracking_id == "trk_old" and old.polls == 3
+        # No digest stands for the old body: it is read, as before the upgrade.
+        assert old.remote == {"Status": 0} and old.remote_digest is None
+    finally:
+        await store.close()
 
 
 async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:

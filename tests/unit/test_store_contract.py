@@ -234,6 +234,35 @@ async def test_many_poll_results_in_one_call(store: Store) -> None:
     assert all(t.polls == 7 and t.remote == body for t in rows)
 
 
+async def test_a_digest_stands_for_the_body_when_resuming(store: Store) -> None:
+    await store.create_trackings([new(1), new(2)])
+    queued, waiting = {"Status": "Queued"}, {"Status": "Queued", "NextRunAt": "soon"}
+    await store.record_polls(
+        [
+            poll("trk_1", 1, remote_status="Queued", remote=queued, remote_changed=True,
+                 fingerprint="Queued:a", digest=b"d" * 16),
+            poll("trk_2", 1, remote_status="Queued", remote=waiting, remote_changed=True,
+                 fingerprint="Queued:b", digest=None),
+        ]
+    )  # fmt: skip
+    await store.record_polls([poll("trk_1", 2)])  # unchanged: fingerprint and digest kept
+    one, two = await store.load_active()
+    # Resuming reads the fingerprint and digest instead of the body they stand for...
+    assert (one.remote_fingerprint, one.remote_digest, one.remote) == ("Queued:a", b"d" * 16, None)
+    # ...and the body itself where no digest does.
+    assert (two.remote_fingerprint, two.remote_digest, two.remote) == ("Queued:b", None, waiting)
+    # The API still reads the body.
+    got = await store.get_tracking("trk_1")
+    assert got is not None and got.remote == queued and got.polls == 2
+    # A new body without a digest clears the old one.
+    await store.record_polls(
+        [poll("trk_1", 3, remote_status="Queued", remote=waiting, remote_changed=True,
+              fingerprint="Queued:b", digest=None)]
+    )  # fmt: skip
+    one, _ = await store.load_active()
+    assert (one.remote_digest, one.remote) == (None, waiting)
+
+
 async def test_record_polls_ignores_terminal_and_unknown_rows(store: Store) -> None:
     await store.create_trackings([new(1), new(2)])
     await store.finish([finish("trk_1", "evt_fin", "sink:a")])
