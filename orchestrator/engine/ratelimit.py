@@ -17,15 +17,14 @@ class TokenBucket:
         self._tokens = self.burst
         self._last = now
 
-    def _refill(self, now: float) -> None:
-        if now > self._last:
-            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
-            self._last = now
-
     def take(self, now: float) -> float:
         """Take one token; return 0.0, or how many seconds to wait before trying again."""
-        self._refill(now)
-        if self._tokens >= 1.0:
-            self._tokens -= 1.0
+        tokens = self._tokens
+        if now > self._last:
+            tokens = min(self.burst, tokens + (now - self._last) * self.rate)
+            self._last = now
+        if tokens >= 1.0:
+            self._tokens = tokens - 1.0
             return 0.0
-        return (1.0 - self._tokens) / self.rate
+        self._tokens = tokens
+        return (1.0 - tokens) / self.rate
