@@ -37,8 +37,21 @@ ENDS = {
 # Every kind of trouble a Moltaro workspace can cause on its status routes, at
 # ratios that leave each tracking a good chance to finish within seconds.
 # Injected 404s stay rare and never span not_found_min_s: they must not end anything.
+_TROUBLE: list[dict[str, Any]] = [
+    {"fault": "http_5xx", "status": 500},
+    {"fault": "http_5xx", "status": 502},
+    {"fault": "rate_limited", "retry_after_s": 1},
+    {"fault": "unavailable", "retry_after_s": 1, "retry_after_format": "http_date"},
+    {"fault": "reset"},
+    {"fault": "malformed"},
+]
+
 PLATFORM_FAULTS: list[dict[str, Any]] = [
     {"route": "*", "fault": "latency", "ratio": 0.1, "latency_s": 0.25},
+    # One of each, for sure, on the first job status reads: ratios alone left a
+    # CI-sized run (~200 reads) a few percent chance of never drawing a 2 % rule
+    # that sits behind two others.
+    *({"route": "job_status", **rule, "ratio": 1.0, "max_hits": 1} for rule in _TROUBLE),
     *(
         rule
         for route in ("job_status", "build_status")
