@@ -37,8 +37,9 @@ async def test_change_after_many_identical_reads_is_seen(api: Api) -> None:
         "function_job",
         [
             {"after_s": 0, "status": "Queued"},
-            {"after_s": 1.2, "status": "Leased"},
-            {"after_s": 1.6, "status": "Completed"},
+            # Long enough for four reads of the same Queued body on a slow machine.
+            {"after_s": 2.5, "status": "Leased"},
+            {"after_s": 3.0, "status": "Completed"},
         ],
     )
     tracking = await api.track(kind="function_job", remote_id=rid, notify="all")
