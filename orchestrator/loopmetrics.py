@@ -15,7 +15,7 @@ import os
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
-from typing import cast
+from typing import Generic, TypeVar, cast
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
@@ -61,7 +61,12 @@ class HistogramCell:
         self.sum += amount
 
 
-class _Family(Collector):
+CellT = TypeVar("CellT", CounterCell, HistogramCell)
+
+
+class _Family(Collector, Generic[CellT]):
+    """A labelled family: one cell per label set, created on first use."""
+
     def __init__(
         self,
         name: str,
@@ -72,39 +77,36 @@ class _Family(Collector):
         self.name = name
         self.documentation = documentation
         self.labelnames = tuple(labelnames)
+        self._cells: dict[tuple[str, ...], CellT] = {}
         registry.register(self)
 
-    def _key(self, labels: dict[str, str]) -> tuple[str, ...]:
+    def labels(self, **labels: str) -> CellT:
         if set(labels) != set(self.labelnames):
             raise ValueError(f"{self.name} takes the labels {self.labelnames}, not {tuple(labels)}")
-        return tuple(str(labels[n]) for n in self.labelnames)
-
-
-class LoopCounter(_Family):
-    """A labelled counter; ``name`` ends in ``_total`` as prometheus-client's does."""
-
-    def __init__(
-        self,
-        name: str,
-        documentation: str,
-        labelnames: Sequence[str],
-        registry: CollectorRegistry,
-    ) -> None:
-        self._cells: dict[tuple[str, ...], CounterCell] = {}
-        super().__init__(name, documentation, labelnames, registry)
-
-    def labels(self, **labels: str) -> CounterCell:
-        key = self._key(labels)
+        key = tuple(str(labels[n]) for n in self.labelnames)
         cell = self._cells.get(key)
         if cell is None:
-            cell = self._cells[key] = CounterCell()
+            cell = self._cells[key] = self._new_cell()
         return cell
-
-    def _family(self) -> CounterMetricFamily:
-        return CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
 
     def describe(self) -> Iterator[Metric]:
         yield self._family()
+
+    def _new_cell(self) -> CellT:
+        raise NotImplementedError
+
+    def _family(self) -> Metric:
+        raise NotImplementedError
+
+
+class LoopCounter(_Family[CounterCell]):
+    """A labelled counter; ``name`` ends in ``_total`` as prometheus-client's does."""
+
+    def _new_cell(self) -> CounterCell:
+        return CounterCell()
+
+    def _family(self) -> CounterMetricFamily:
+        return CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
 
     def collect(self) -> Iterator[Metric]:
         family = self._family()
@@ -113,7 +115,7 @@ class LoopCounter(_Family):
         yield family
 
 
-class LoopHistogram(_Family):
+class LoopHistogram(_Family[HistogramCell]):
     def __init__(
         self,
         name: str,
@@ -126,21 +128,13 @@ class LoopHistogram(_Family):
         if list(self._bounds) != sorted(set(self._bounds)):
             raise ValueError(f"{name}: buckets must be increasing")
         self._le = [_go_string(b) for b in self._bounds] + ["+Inf"]
-        self._cells: dict[tuple[str, ...], HistogramCell] = {}
         super().__init__(name, documentation, labelnames, registry)
 
-    def labels(self, **labels: str) -> HistogramCell:
-        key = self._key(labels)
-        cell = self._cells.get(key)
-        if cell is None:
-            cell = self._cells[key] = HistogramCell(self._bounds)
-        return cell
+    def _new_cell(self) -> HistogramCell:
+        return HistogramCell(self._bounds)
 
     def _family(self) -> HistogramMetricFamily:
         return HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
-
-    def describe(self) -> Iterator[Metric]:
-        yield self._family()
 
     def collect(self) -> Iterator[Metric]:
         family = self._family()
