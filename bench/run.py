@@ -133,7 +133,9 @@ def table(r: dict[str, Any]) -> str:
         ("polls_per_terminal", "polls per terminal (mix)"),
         ("polls_per_terminal_ideal_backoff", "ideal, same backoff, no jitter"),
         ("next_run_at_extra_reads", "extra reads inside NextRunAt windows"),
-        ("retry_after_reads_inside", "reads inside Retry-After windows"),
+        ("retry_after_reads_inside", "reads of a 429'd tracking in its window"),
+        ("retry_after_workspace_reads_inside", "other reads arriving in the window"),
+        ("retry_after_workspace_reads_inside_latest_s", "latest such arrival after the 429, s"),
         ("cpu_count", "cores"),
         ("elapsed_s", "benchmark wall time, s"),
     ]

@@ -41,6 +41,7 @@ NON_NEGATIVE = (
     "lateness_p50_s",
     "next_run_at_extra_reads",
     "retry_after_reads_inside",
+    "retry_after_workspace_reads_inside",
     "retry_after_windows_checked",
     "next_run_at_windows_checked",
     "events_duplicates",
@@ -72,6 +73,9 @@ def test_smoke_profile_writes_a_complete_report(tmp_path: Path) -> None:
     assert report["intake_accepted"] == 300
     assert report["events_received"] == report["events_expected"]
     assert report["events_duplicates"] == 0
+    # The one-read-per-window figures are only worth their 0 if windows were seen.
+    assert report["retry_after_windows_checked"] == 3
+    assert report["next_run_at_windows_checked"] >= 1
     for key in ("intake_exit_code", "restart_exit_code", "half_exit_code", "events_exit_code"):
         assert report[key] == 0, key
     assert set(report["targets"]) >= {"ratio", "cpu_ratio", "lateness_p99_s", "one_read_per_window"}
