@@ -104,6 +104,8 @@ class Profile:
     builds_by_kind: dict[tuple[str, str], BuildBehaviour] = field(default_factory=dict)
     request_log: bool = True
     faults: tuple[dict[str, Any], ...] = ()  # fault rules installed at start and on reset
+    # Status reads answered by the front (simulator/front.py) rather than aiohttp.
+    fast_reads: bool = False
 
     def job_for(self, function_key: str) -> JobBehaviour:
         return self.jobs_by_key.get(function_key, self.job)
@@ -230,6 +232,7 @@ def builtin_profiles() -> dict[str, Profile]:
         ),
         build=BuildBehaviour(queue_s=Dist(0.5, 2.0), duration_s=Dist(2.0, 8.0)),
         request_log=False,
+        fast_reads=True,
     )
     chaos = Profile(
         name="chaos",

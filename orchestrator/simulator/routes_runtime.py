@@ -23,16 +23,25 @@ BUILD_KINDS = {"net": NET_BUILD_KIND, "ui": UI_BUILD_KIND}
 _JSON = "application/json"
 
 
-def _cached(st: SimState, record: Job | Build, kind: str, now: float) -> web.Response:
+def status_body(st: SimState, record: Job | Build, kind: str, now: float) -> bytes | None:
+    """The status body ``record`` shows at ``now`` (None: not visible yet), cached on
+    the record until its next phase change or a settings change."""
     version = st.settings.version
     cache = record.cache
     if cache is not None and cache[0] == version and now < cache[1]:
-        return web.Response(body=cache[2], content_type=_JSON)
+        return cache[2]
     view = record.view(now)
     if view is None:
-        return problem(404, "No resource with this id (yet).")
+        return None
     data = orjson.dumps(present(view.body, kind, st.settings))
     record.cache = (version, view.valid_until, data)
+    return data
+
+
+def _cached(st: SimState, record: Job | Build, kind: str, now: float) -> web.Response:
+    data = status_body(st, record, kind, now)
+    if data is None:
+        return problem(404, "No resource with this id (yet).")
     return web.Response(body=data, content_type=_JSON)
 
 

@@ -10,6 +10,7 @@ from types import TracebackType
 from aiohttp import web
 
 from orchestrator.simulator.app import create_app
+from orchestrator.simulator.front import Front
 from orchestrator.simulator.keys import STATE
 from orchestrator.simulator.state import SimState
 
@@ -17,8 +18,15 @@ from orchestrator.simulator.state import SimState
 class RunningSimulator:
     """A simulator serving on ``url``; close it with ``await close()`` or ``async with``."""
 
-    def __init__(self, runner: web.AppRunner, host: str, port: int) -> None:
+    def __init__(
+        self,
+        runner: web.AppRunner,
+        host: str,
+        port: int,
+        front: tuple[asyncio.Server, Front] | None = None,
+    ) -> None:
         self._runner = runner
+        self._front = front
         self.host = host
         self.port = port
         self.url = f"http://{host}:{port}"
@@ -32,7 +40,17 @@ class RunningSimulator:
         """The simulated workspace itself, for tests that want to look inside."""
         return self._runner.app[STATE]
 
+    @property
+    def front_answered(self) -> int | None:
+        """Status reads the front answered itself; None without the front."""
+        return None if self._front is None else self._front[1].answered
+
     async def close(self) -> None:
+        if self._front is not None:
+            server, front = self._front
+            server.close()
+            front.close()
+            await server.wait_closed()
         await self._runner.cleanup()
 
     async def __aenter__(self) -> RunningSimulator:
@@ -54,14 +72,22 @@ async def start_simulator(
     seed: int | None = None,
     *,
     app: web.Application | None = None,
+    front: bool | None = None,
 ) -> RunningSimulator:
     """Serve a new simulator (or ``app``) on ``host:port``; port 0 picks a free one.
 
     Use as ``async with await start_simulator(profile="fast") as sim: ...``.
+    ``front`` (default: the profile's ``fast_reads``) puts the status-read front
+    of ``simulator/front.py`` on ``host:port``, aiohttp on a private port behind it.
     """
-    runner = web.AppRunner(app or create_app(profile, seed), access_log=None)
+    app = app or create_app(profile, seed)
+    state = app[STATE]
+    if front is None:
+        front = state.profile.fast_reads
+    runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
+    # With the front, aiohttp listens on a private loopback port behind it.
+    site = web.TCPSite(runner, "127.0.0.1" if front else host, 0 if front else port)
     try:
         await site.start()
     except BaseException:
@@ -72,7 +98,16 @@ async def start_simulator(
         if isinstance(address, tuple):
             bound_port = int(address[1])
             break
-    return RunningSimulator(runner, host, bound_port)
+    if not front:
+        return RunningSimulator(runner, host, bound_port)
+    shared = Front(state, "127.0.0.1", bound_port)
+    try:
+        server = await asyncio.get_running_loop().create_server(shared.protocol, host, port)
+    except BaseException:
+        await runner.cleanup()
+        raise
+    front_port = int(server.sockets[0].getsockname()[1])
+    return RunningSimulator(runner, host, front_port, (server, shared))
 
 
 def _split_listen(listen: str) -> tuple[str, int]:

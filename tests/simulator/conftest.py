@@ -19,9 +19,12 @@ UI = "/api/workspace/admin/ui-project/builds"
 OPS = "/api/workspace/admin/function-operations"
 
 
-@pytest.fixture
-async def sim() -> AsyncIterator[RunningSimulator]:
-    async with await start_simulator(profile="fast", seed=7) as running:
+@pytest.fixture(params=[False, True], ids=["aiohttp", "front"])
+async def sim(request: pytest.FixtureRequest) -> AsyncIterator[RunningSimulator]:
+    # Every test of the simulator's behaviour runs twice: once on aiohttp
+    # alone, once behind the status-read front the benchmark uses, which must
+    # not change anything a caller can see.
+    async with await start_simulator(profile="fast", seed=7, front=request.param) as running:
         yield running
 
 

@@ -17,6 +17,7 @@ from orchestrator.simulator import PROFILES, create_app, start_simulator
 def test_profiles_are_listed() -> None:
     assert {"default", "fast", "bench", "chaos"} <= set(PROFILES)
     assert PROFILES["bench"].request_log is False and not PROFILES["bench"].faults
+    assert PROFILES["bench"].fast_reads and not PROFILES["default"].fast_reads
     assert PROFILES["chaos"].faults
 
 
