@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any, get_args
 
 import orjson
@@ -56,12 +57,13 @@ def _accepting(rt: Runtime) -> None:
 
 async def _store_and_start(rt: Runtime, items: list[NewTracking]) -> list[tuple[Tracking, bool]]:
     stored = await rt.store.create_trackings(items)
+    counts: Counter[tuple[str, str]] = Counter()
     for tracking, created in stored:
         if created:
-            rt.metrics.trackings_created_total.labels(
-                workspace=tracking.workspace, kind=tracking.kind
-            ).inc()
+            counts[tracking.workspace, tracking.kind] += 1
             rt.engine.add(tracking)
+    for (workspace, kind), n in counts.items():
+        rt.metrics.trackings_created_total.labels(workspace=workspace, kind=kind).inc(n)
     return stored
 
 

@@ -17,16 +17,28 @@ from orchestrator.store.base import Delivery, Finish, NewEvent, NewTracking, Pol
 def create_trackings(
     conn: sqlite3.Connection, items: Sequence[NewTracking]
 ) -> list[tuple[Tracking, bool]]:
+    # Rows go in a few multi-row statements, not one statement each: a statement
+    # per row hands the GIL to the event loop and back once per row. Within a
+    # statement rows are inserted in order, so a remote id given twice in one call
+    # is created by its first item and found by the lookup below for the second.
+    created: set[str] = set()
+    size = queries.INSERT_ROWS
+    for start in range(0, len(items), size):
+        chunk = items[start : start + size]
+        params = [v for item in chunk for v in _rows.insert_tracking_params(item)]
+        cursor = conn.execute(queries.insert_tracking_rows(len(chunk)), params)
+        created.update(row[0] for row in cursor.fetchall())
+    labels = [
+        (item.tracking_id, k, v)
+        for item in items
+        if item.labels and item.tracking_id in created
+        for k, v in item.labels.items()
+    ]
+    if labels:
+        conn.executemany(queries.INSERT_LABEL, labels)
     out: list[tuple[Tracking, bool]] = []
     for item in items:
-        # One statement per item (not executemany) because each answer needs its own rowcount;
-        # a duplicate earlier in the same call is already visible to the lookup below.
-        if conn.execute(queries.INSERT_TRACKING, _rows.insert_tracking_params(item)).rowcount:
-            if item.labels:
-                conn.executemany(
-                    queries.INSERT_LABEL,
-                    [(item.tracking_id, k, v) for k, v in item.labels.items()],
-                )
+        if item.tracking_id in created:
             out.append((_rows.new_tracking(item), True))
         else:
             row = conn.execute(

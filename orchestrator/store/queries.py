@@ -34,6 +34,22 @@ INSERT_TRACKING = (
     " VALUES (?, ?, ?, ?, 'active', 0, ?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (workspace, kind, remote_id) DO NOTHING"
 )
+# New trackings, many rows in ONE statement (see POLL_ROWS below for why); the
+# ids it returns are the rows that were new, the others' remote ids were known.
+INSERT_ROWS = 90  # 11 parameters a row: 990, under the oldest SQLite's limit of 999
+
+
+@functools.lru_cache(maxsize=INSERT_ROWS)
+def insert_tracking_rows(rows: int) -> str:
+    values = ",".join(["(?, ?, ?, ?, 'active', 0, ?, ?, ?, ?, ?, ?, ?)"] * rows)
+    return (
+        "INSERT INTO trackings (tracking_id, workspace, kind, remote_id, state, polls,"
+        " next_poll_at, deadline_at, created_at, labels, correlation_id, callback_url, notify)"
+        f" VALUES {values}"
+        " ON CONFLICT (workspace, kind, remote_id) DO NOTHING RETURNING tracking_id"
+    )
+
+
 INSERT_LABEL = "INSERT INTO tracking_labels (tracking_id, key, value) VALUES (?, ?, ?)"
 TRACKING_BY_REMOTE = (
     f"SELECT {TRACKING_COLUMNS} FROM trackings WHERE workspace = ? AND kind = ? AND remote_id = ?"

@@ -140,6 +140,20 @@ async def test_duplicates_within_one_call_return_the_first_row(store: Store) -> 
     assert created[1][0] == created[0][0]
 
 
+async def test_a_large_call_with_labels_and_duplicates_far_apart(store: Store) -> None:
+    # More rows than one statement takes: duplicates and labels across its seams.
+    items = [new(i, labels={"n": str(i)}) if i % 7 == 0 else new(i) for i in range(250)]
+    items += [new("late", remote_id="J-3"), new("later", remote_id="J-245")]
+    created = await store.create_trackings(items)
+    assert [is_new for _, is_new in created] == [True] * 250 + [False, False]
+    assert created[250][0].tracking_id == "trk_3" and created[251][0].tracking_id == "trk_245"
+    for i in (0, 7, 91, 182, 245):
+        stored = await store.get_tracking(f"trk_{i}")
+        assert stored is not None and stored.remote_id == f"J-{i}"
+        assert stored.labels == ({"n": str(i)} if i % 7 == 0 else {})
+    assert await store.get_tracking("trk_late") is None
+
+
 async def test_existing_terminal_tracking_is_returned_not_recreated(store: Store) -> None:
     await store.create_trackings([new(1)])
     await store.finish([finish("trk_1", "evt_1")])
