@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from dataclasses import replace
 from typing import Any
 
@@ -179,7 +180,14 @@ async def create_jobs_bulk(request: web.Request) -> web.Response:
     if not isinstance(key, str) or not valid_id(key):
         raise BadRequest("function_key must be a valid function key.")
     now = st.clock()
-    ids = [st.enqueue(key, now=now)[0].meta.job_id for _ in range(count)]
+    # 100,000 long-lived jobs: the collector need not walk them now or later
+    # (a full collection over them stalled every request for ~0.15-0.25 s).
+    gc.disable()
+    try:
+        ids = [st.enqueue(key, now=now)[0].meta.job_id for _ in range(count)]
+    finally:
+        gc.enable()
+        gc.freeze()
     return json_response({"ids": ids}, status=201)
 
 
