@@ -162,9 +162,14 @@ class Engine:
                 len(items) / self.clients[ws].cfg.max_requests_per_second,
             )
             # Unless its first read finds a change, a resumed tracking is read
-            # again no sooner than one window later, so the re-reads do not
-            # crowd out the first reads of the others.
-            seeded = min(self.polling.max_delay_s, max(self.polling.initial_delay_s, window / 2))
+            # again no sooner than one window later, even with the jitter's
+            # shortest draw: its re-read is then due after every first read,
+            # and a service slower than the limit reads all the others before
+            # any of them again (seeding at half the window let jitter bring
+            # re-reads forward among the first reads). max_delay_s still wins.
+            p = self.polling
+            soonest = p.multiplier * (1.0 - p.jitter)
+            seeded = min(p.max_delay_s, max(p.initial_delay_s, window / soonest))
             for i, (entry, due_floor) in enumerate(items):
                 entry.delay = seeded
                 offset = window * (i + self.rng.random()) / len(items)

@@ -140,3 +140,59 @@ async def test_sigkill_mid_run_loses_nothing(tmp_path: Path) -> None:
         if serve.proc and serve.proc.poll() is None:
             serve.proc.kill()
         await sim.close()
+
+
+async def test_resumed_trackings_are_read_again_only_after_the_resume_window(
+    tmp_path: Path,
+) -> None:
+    """300 resumed trackings under a 100/s limit: first reads spread over a 3 s
+    window, and no tracking is read a second time sooner than that window after
+    its first read, jitter included, so that re-reads never crowd out the first
+    reads of the others."""
+    n, rate = 300, 100
+    window = n / rate
+    sim = await start_simulator(host="127.0.0.1", port=0, profile="fast", seed=5)
+    port = free_port()
+    cfg = write_config(tmp_path, sim.url, port)
+    text = cfg.read_text().replace("max_delay_s = 0.3", "max_delay_s = 30\njitter = 0.2")
+    cfg.write_text(text + f"max_requests_per_second = {rate}\n")
+    serve = ServeProcess(cfg, port, tmp_path / "serve.log")
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with aiohttp.ClientSession() as session:
+            profile = {"job": {"pickup_s": 86_400, "duration_s": 1}}
+            async with session.put(f"{sim.url}/_sim/profile", json=profile) as resp:
+                assert resp.status == 200
+            async with session.post(f"{sim.url}/_sim/jobs/bulk", json={"count": n}) as resp:
+                ids = (await resp.json())["ids"]
+            await serve.start(session)
+            items = [{"kind": "function_job", "remote_id": rid, "timeout_s": 600} for rid in ids]
+            async with session.post(f"{base}/v1/trackings/batch", json={"items": items}) as resp:
+                assert resp.status == 200
+            async with asyncio.timeout(30):
+                while sim.state.log.stats()["routes"].get("job_status", {}).get("200", 0) < n:
+                    await asyncio.sleep(0.1)
+            assert serve.terminate() == 0
+            # terminate() blocked this loop, which serves the simulator too: let it
+            # log the old process's last reads before drawing the line.
+            await asyncio.sleep(0.3)
+            restarted_at = sim.state.clock()
+            await serve.start(session)
+            # Long enough for every first read and for the soonest second reads.
+            await asyncio.sleep(window * 1.6 + 1.0)
+            gaps = []
+            for rid in ids:
+                reads = [
+                    r["t"]
+                    for r in sim.state.log.requests(rid)
+                    if r["route"] == "job_status" and r["t"] >= restarted_at
+                ]
+                assert reads, f"{rid} was not read after the restart"
+                if len(reads) > 1:
+                    gaps.append(reads[1] - reads[0])
+            assert len(gaps) > n // 4  # enough second reads to judge
+            assert min(gaps) >= 0.95 * window, sorted(gaps)[:5]
+            assert serve.terminate() == 0
+    finally:
+        serve.ensure_dead()
+        await sim.close()
