@@ -360,9 +360,13 @@ class Engine:
             t.next_poll_at = self._to_wall(entry.due)
         return t
 
-    def _checkpoint(self) -> None:
+    async def _checkpoint(self) -> None:
         """Hand every active tracking's counters to the writer (at shutdown)."""
-        for entry in self.entries.values():
+        for i, entry in enumerate(list(self.entries.values()), 1):
+            if i % 5000 == 0:
+                # 100,000 updates in one go held the loop for 0.25-0.4 s (logged
+                # as a stall); /healthz and the metrics still answer while draining.
+                await asyncio.sleep(0)
             if entry.last_polled_at is not None:
                 self.writer.add(
                     PollUpdate(
@@ -446,5 +450,5 @@ class Engine:
                 await asyncio.wait(still, timeout=1.0)
         if self.finisher.tasks:
             await asyncio.wait(list(self.finisher.tasks))
-        self._checkpoint()
+        await self._checkpoint()
         self._writer_stop.set()
