@@ -100,13 +100,31 @@ async def baseline(sim: Simulator, ids: list[str], p: Params, workdir: Path) -> 
     share = sim_cpu.share()
     out, _ = await proc.communicate()
     result = orjson.loads(out)
-    polls = result["polls"]
-    return {
-        "baseline_polls_per_s": polls / result["wall_s"],
-        "baseline_cpu_ms_per_poll": 1000 * result["cpu_s"] / max(1, polls),
-        "baseline_errors": result["errors"],
-        "simulator_cpu_share_baseline": share,
+    return {**result, "simulator_cpu_share": share}
+
+
+def combine_baselines(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The baseline figures over its windows (before and after the service's
+    saturation window, so that a machine that speeds up or slows down during the
+    run moves both sides alike), and each window's own."""
+    polls = sum(r["polls"] for r in runs)
+    out: dict[str, Any] = {
+        "baseline_polls_per_s": polls / sum(r["wall_s"] for r in runs),
+        "baseline_cpu_ms_per_poll": 1000 * sum(r["cpu_s"] for r in runs) / max(1, polls),
+        "baseline_errors": sum(r["errors"] for r in runs),
+        "simulator_cpu_share_baseline": max(r["simulator_cpu_share"] for r in runs),
+        "baseline_windows": [
+            {
+                "polls_per_s": r["polls"] / r["wall_s"],
+                "cpu_ms_per_poll": 1000 * r["cpu_s"] / max(1, r["polls"]),
+                "simulator_cpu_share": r["simulator_cpu_share"],
+            }
+            for r in runs
+        ],
     }
+    for name, r in zip(("before", "after"), runs, strict=False):
+        out[f"baseline_{name}_polls_per_s"] = r["polls"] / r["wall_s"]
+    return out
 
 
 def _item(rid: str) -> dict[str, Any]:
@@ -277,6 +295,7 @@ async def throughput(
     report["simulator_cpu_share_saturation"] = sat["simulator_cpu_share"]
     report["saturation_non_ok_polls"] = sat["non_ok"]
     serve.kill()  # SIGKILL: the restart below resumes from whatever was committed
+    report["baseline_after"] = await baseline(sim, ids, p, workdir)
 
     serve = new_serve(workdir, "restart", sim, db, polling(1.0, 30.0), p, p.restart_rate)
     report.update(await restart(session, serve, p.restart_rate))

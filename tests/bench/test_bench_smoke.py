@@ -34,6 +34,8 @@ POSITIVE = (
     "polls_per_terminal_ideal_backoff",
     "polls_per_terminal_ideal_oracle",
     "simulator_cpu_share_baseline",
+    "baseline_before_polls_per_s",
+    "baseline_after_polls_per_s",
     "simulator_cpu_share_saturation",
     "elapsed_s",
 )
