@@ -82,7 +82,10 @@ async def _retry_after_plan(session: aiohttp.ClientSession, sim: str, count: int
         ) as resp:
             rid = (await resp.json())["id"]
         plan.append(Planned(rid, (t0 + time.time()) / 2, [3.0], 3.0))
-    limited = [q.remote_id for q in plan[:3]]
+    # The last three created: their rules start (1 s apart) right after they
+    # were, so each 3 s job is still running when its rule does, however long
+    # creating the others took.
+    limited = [q.remote_id for q in plan[-3:]]
     rules = [
         {"route": "job_status", "id": rid, "fault": "rate_limited", "retry_after_s": RETRY_AFTER_S,
          "max_hits": 1, "start_s": 1.0 * i}
