@@ -54,10 +54,15 @@ async def test_front_answers_status_reads_like_aiohttp(fronted: RunningSimulator
         assert before is not None
         for path in (f"{JOBS}/{job_id}", f"{NET}/{build_id}"):
             async with client.get(path) as r:
-                kept_alive = (r.status, r.headers["Content-Type"], await r.read())
+                kept_alive = (
+                    r.status,
+                    r.headers["Content-Type"],
+                    r.headers["Server"],
+                    await r.read(),
+                )
             # "Connection: close" is not a plain read: aiohttp itself answers it.
             async with client.get(path, headers={"Connection": "close"}) as r:
-                relayed = (r.status, r.headers["Content-Type"], await r.read())
+                relayed = (r.status, r.headers["Content-Type"], r.headers["Server"], await r.read())
             assert kept_alive == relayed
             assert kept_alive[0] == 200
         assert fronted.front_answered == before + 2
