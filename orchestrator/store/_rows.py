@@ -47,7 +47,7 @@ def tracking(row: Sequence[Any]) -> Tracking:
 
 
 def new_tracking(item: NewTracking) -> Tracking:
-    """The row ``queries.INSERT_TRACKING`` creates, without reading it back."""
+    """The row ``queries.insert_tracking_rows`` creates, without reading it back."""
     return Tracking(
         tracking_id=item.tracking_id,
         workspace=item.workspace,

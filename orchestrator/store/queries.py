@@ -28,12 +28,6 @@ PROBE_WRITE = "UPDATE store_probe SET at = ? WHERE id = 1"
 
 # -- trackings ------------------------------------------------------------------------------
 
-INSERT_TRACKING = (
-    "INSERT INTO trackings (tracking_id, workspace, kind, remote_id, state, polls, next_poll_at,"
-    " deadline_at, created_at, labels, correlation_id, callback_url, notify)"
-    " VALUES (?, ?, ?, ?, 'active', 0, ?, ?, ?, ?, ?, ?, ?)"
-    " ON CONFLICT (workspace, kind, remote_id) DO NOTHING"
-)
 # New trackings, many rows in ONE statement (see POLL_ROWS below for why); the
 # ids it returns are the rows that were new, the others' remote ids were known.
 INSERT_ROWS = 90  # 11 parameters a row: 990, under the oldest SQLite's limit of 999

@@ -41,6 +41,7 @@ from orchestrator.store.base import (
 _MIGRATION_NAME = re.compile(r"^(\d+)_(\w+)\.sql$")
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 CACHE_KIB = 32_768
+MIN_SQLITE = (3, 35, 0)
 BUSY_TIMEOUT_MS = 5000
 T = TypeVar("T")
 
@@ -69,6 +70,12 @@ class SqliteStore:
     async def open(self) -> None:
         if self._lock_fd is not None:
             raise StoreError(f"store {self.path} is already open")
+        if sqlite3.sqlite_version_info < MIN_SQLITE:
+            # UPDATE ... FROM (3.33) and INSERT ... RETURNING (3.35) carry the bulk writes.
+            raise StoreError(
+                f"SQLite {sqlite3.sqlite_version} is too old: the store needs"
+                f" {'.'.join(map(str, MIN_SQLITE))} or newer"
+            )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock_fd = _lock(self.path)
         self._writer = GroupCommitWriter(
@@ -123,8 +130,8 @@ class SqliteStore:
         conn.execute(f"PRAGMA synchronous = {self._synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
         # SQLite's default page cache (2 MiB) holds the indexes of a few tens of
-        # thousands of trackings; beyond that every insert of a random id reads its
-        # index pages again. 32 MiB covers 100,000 trackings; pages are taken as used.
+        # thousands of trackings; 32 MiB keeps those of 100,000 in memory for the
+        # inserts of random ids. Pages are taken only as they are used.
         conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
         return conn
 

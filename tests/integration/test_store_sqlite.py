@@ -131,6 +131,16 @@ async def test_a_version_1_store_is_upgraded_with_its_rows(tmp_path: Path) -> No
         await store.close()
 
 
+async def test_an_sqlite_too_old_for_the_bulk_writes_is_refused_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 34, 1))
+    monkeypatch.setattr(sqlite3, "sqlite_version", "3.34.1")
+    with pytest.raises(StoreError, match=r"SQLite 3\.34\.1 is too old: the store needs 3\.35\.0"):
+        await SqliteStore(tmp_path / "store.db").open()
+    assert not (tmp_path / "store.db").exists()  # refused before anything was written
+
+
 async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "store.db"
     store = SqliteStore(path)
