@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+from abc import ABC, abstractmethod
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from typing import Generic, TypeVar, cast
@@ -64,7 +65,7 @@ class HistogramCell:
 CellT = TypeVar("CellT", CounterCell, HistogramCell)
 
 
-class _Family(Collector, Generic[CellT]):
+class _Family(Collector, ABC, Generic[CellT]):
     """A labelled family: one cell per label set, created on first use."""
 
     def __init__(
@@ -92,11 +93,11 @@ class _Family(Collector, Generic[CellT]):
     def describe(self) -> Iterator[Metric]:
         yield self._family()
 
-    def _new_cell(self) -> CellT:
-        raise NotImplementedError
+    @abstractmethod
+    def _new_cell(self) -> CellT: ...
 
-    def _family(self) -> Metric:
-        raise NotImplementedError
+    @abstractmethod
+    def _family(self) -> Metric: ...
 
 
 class LoopCounter(_Family[CounterCell]):

@@ -95,7 +95,8 @@ class Front:
             if not rid or b"/" in rid:
                 return None
             route, kind = "job_status", "job"
-            record = st.jobs.get(rid.decode("latin-1"))
+            rid_text = rid.decode("latin-1")
+            record = st.jobs.get(rid_text)
         elif target.startswith(_ADMIN):
             pieces = target[len(_ADMIN) :].split(b"/")
             if len(pieces) != 3 or pieces[1] != b"builds" or not pieces[2]:
@@ -104,8 +105,8 @@ class Front:
             if not kind:
                 return None
             route = "build_status"
-            rid = pieces[2]
-            record = st.builds[kind].get(rid.decode("latin-1"))
+            rid_text = pieces[2].decode("latin-1")
+            record = st.builds[kind].get(rid_text)
         else:
             return None
         # What the aiohttp middleware does for this route, in its order.
@@ -119,7 +120,7 @@ class Front:
         st.log.count(route, 200)
         self.answered += 1
         if st.log.enabled:
-            st.log.record(rid.decode("latin-1"), now, "GET", target.decode("latin-1"), route, 200)
+            st.log.record(rid_text, now, "GET", target.decode("latin-1"), route, 200)
         return b"".join(
             (
                 b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ",
