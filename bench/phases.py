@@ -47,6 +47,9 @@ class Params:
     single_clients: int = 32
     batch_clients: int = 4
     batch_size: int = 1000
+    # polling.resume_readers of the restart phase's service (the other phases
+    # measure steady state, in the service's own loop alone)
+    resume_readers: int = 2
 
 
 PROFILES = {
@@ -259,11 +262,12 @@ def new_serve(
     p: Params,
     rate: float,
     sink: str | None = None,
+    resume_readers: int = 0,
 ) -> Serve:
     port = free_port()
     cfg = serve_config(
         workdir / f"{name}.toml", port=port, db=db, sim_url=sim.url, polling=pol,
-        max_in_flight=p.concurrency, rate=rate, sink_url=sink,
+        max_in_flight=p.concurrency, rate=rate, sink_url=sink, resume_readers=resume_readers,
     )  # fmt: skip
     return Serve(cfg, port, workdir / f"{name}.log")
 
@@ -297,8 +301,12 @@ async def throughput(
     serve.kill()  # SIGKILL: the restart below resumes from whatever was committed
     report["baseline_after"] = await baseline(sim, ids, p, workdir)
 
-    serve = new_serve(workdir, "restart", sim, db, polling(1.0, 30.0), p, p.restart_rate)
+    serve = new_serve(
+        workdir, "restart", sim, db, polling(1.0, 30.0), p, p.restart_rate,
+        resume_readers=p.resume_readers,
+    )  # fmt: skip
     report.update(await restart(session, serve, p.restart_rate))
+    report["restart_resume_readers"] = p.resume_readers
     report["restart_exit_code"] = serve.terminate()
 
     half_rate = sat["polls_per_s"] / 2

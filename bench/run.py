@@ -130,6 +130,7 @@ def table(r: dict[str, Any]) -> str:
         ("restart_to_polling_s", "restart to all polled once, s (<= 10)"),
         ("restart_peak_polls_per_s", "restart peak polls/s (limit below)"),
         ("restart_rate_limit", "workspace rate limit during restart"),
+        ("restart_resume_readers", "reader processes during restart"),
         ("event_latency_p50_s", "event latency p50 (served -> sink), s"),
         ("event_latency_p99_s", "event latency p99 (served -> sink), s"),
         ("event_after_remote_terminal_p99_s", "remote terminal -> sink p99, s"),

@@ -20,6 +20,7 @@ from orchestrator.engine.backoff import jittered, next_delay
 from orchestrator.engine.entry import Entry
 from orchestrator.engine.finishing import Finisher, deadline_result
 from orchestrator.engine.probes import PollMetrics
+from orchestrator.engine.readers import ReaderPool
 from orchestrator.engine.scheduler import WorkspaceScheduler
 from orchestrator.engine.workspace import ReadResult, WorkspaceClient
 from orchestrator.engine.writer import PollWriter
@@ -80,6 +81,11 @@ class Engine:
         self._stop = asyncio.Event()
         self._writer_stop = asyncio.Event()
         self._workers: list[asyncio.Task[None]] = []
+        # Reader processes for the resume's first reads (see ``readers``), and
+        # how many resumed trackings still await theirs.
+        self.readers: ReaderPool | None = None
+        self.resume_left = 0
+        self._closing_readers: set[asyncio.Task[None]] = set()
 
     @property
     def stopping(self) -> bool:
@@ -157,6 +163,7 @@ class Engine:
         now = self.clock.monotonic()
         for ws, items in by_ws.items():
             self.metrics.resume_pending.labels(workspace=ws).set(len(items))
+            self.resume_left += len(items)
             window = max(
                 self.polling.initial_delay_s,
                 len(items) / self.clients[ws].cfg.max_requests_per_second,
@@ -176,19 +183,42 @@ class Engine:
                 self._schedule_first(entry, max(now + offset, due_floor))
         return count
 
+    def first_read_done(self, entry: Entry) -> None:
+        """A resumed tracking has had its first read (or ended before it)."""
+        entry.resumed = False
+        self.metrics.resume_pending.labels(workspace=entry.workspace).dec()
+        self.resume_left -= 1
+        if self.resume_left == 0:
+            self.release_readers()
+
+    def release_readers(self) -> None:
+        """Reads handed over so far are still answered; every later one is the loop's."""
+        readers, self.readers = self.readers, None
+        if readers is not None:
+            task = asyncio.ensure_future(readers.close())
+            self._closing_readers.add(task)
+            task.add_done_callback(self._closing_readers.discard)
+
     # -- polling ------------------------------------------------------------
 
     async def _poll(self, entry: Entry, gen: int) -> None:
         ws, kind = entry.workspace, entry.kind
         probes = self.probes
         probes.lateness(ws).observe(max(0.0, self.clock.monotonic() - entry.due))
+        readers = None
         if entry.resumed:
-            entry.resumed = False
-            self.metrics.resume_pending.labels(workspace=ws).dec()
+            readers = self.readers
+            # Closing the readers after the last first read starts on a later
+            # turn of the loop: this read is handed over before.
+            self.first_read_done(entry)
         if kind == "schedule":
             await self.schedule_follower.poll(entry, gen)
             return
-        result = await self.clients[ws].read(kind, entry.remote_id, entry.digest)
+        handed = None if readers is None else readers.read(ws, kind, entry.remote_id, entry.digest)
+        if handed is not None:
+            result = await handed
+        else:
+            result = await self.clients[ws].read(kind, entry.remote_id, entry.digest)
         if gen != entry.gen:
             return  # abandoned while the read was in flight
         if result.unchanged and entry.last_error is None and self._unchanged(entry, result):
@@ -410,6 +440,8 @@ class Engine:
                 self.metrics.enum_source.labels(workspace=name, kind=kind).set(fallback)
             if ok:
                 log.info("enums read from OpenAPI", extra={"fields": {"workspace": name}})
+        if self.readers is not None:
+            self.readers.update_keys(self.clients)
 
     async def _enum_refresher(self) -> None:
         while not self._stop.is_set():
@@ -448,6 +480,9 @@ class Engine:
                 for task in still:
                     task.cancel()
                 await asyncio.wait(still, timeout=1.0)
+        self.release_readers()
+        if self._closing_readers:
+            await asyncio.wait(list(self._closing_readers))
         if self.finisher.tasks:
             await asyncio.wait(list(self.finisher.tasks))
         await self._checkpoint()

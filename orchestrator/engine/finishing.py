@@ -58,8 +58,7 @@ class Finisher:
     ) -> Tracking | None:
         """Write the terminal state and its event; shielded from cancellation."""
         if entry.resumed:  # ended (abandoned, expired) before its first read
-            entry.resumed = False
-            self.engine.metrics.resume_pending.labels(workspace=entry.workspace).dec()
+            self.engine.first_read_done(entry)
         self.engine.entries.pop(entry.tracking_id, None)
         entry.gen += 1
         task = asyncio.ensure_future(self._write(entry, outcome, result, remote, polled_at))

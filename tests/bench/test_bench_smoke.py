@@ -73,6 +73,7 @@ def test_smoke_profile_writes_a_complete_report(tmp_path: Path) -> None:
     assert report["cpu_count"] >= 1
     assert report["parameters"]["trackings"] == 300
     assert report["intake_accepted"] == 300
+    assert report["restart_resume_readers"] == report["parameters"]["resume_readers"] == 2
     assert report["events_received"] == report["events_expected"]
     assert report["events_duplicates"] == 0
     # The one-read-per-window figures are only worth their 0 if windows were seen.

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from orchestrator.simulator import start_simulator
 from tests.serveproc import ServeProcess, free_port
@@ -63,10 +64,15 @@ async def _script(session: aiohttp.ClientSession, sim: str, kind: str, end: str,
         return str((await resp.json())["id"])
 
 
-async def test_sigkill_mid_run_loses_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("readers", [0, 2], ids=["loop", "reader-processes"])
+async def test_sigkill_mid_run_loses_nothing(tmp_path: Path, readers: int) -> None:
     sim = await start_simulator(host="127.0.0.1", port=0, profile="fast", seed=3)
     port = free_port()
-    serve = ServeProcess(write_config(tmp_path, sim.url, port), port, tmp_path / "serve.log")
+    cfg = write_config(tmp_path, sim.url, port)
+    cfg.write_text(
+        cfg.read_text().replace("[polling]\n", f"[polling]\nresume_readers = {readers}\n")
+    )
+    serve = ServeProcess(cfg, port, tmp_path / "serve.log")
     base = f"http://127.0.0.1:{port}"
     try:
         async with aiohttp.ClientSession() as session:

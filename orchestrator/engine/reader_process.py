@@ -1,0 +1,112 @@
+"""A reader process (see ``readers``): status reads for the service that started it.
+
+Run as ``python -m orchestrator.engine.reader_process`` by ``ReaderPool``, never
+by hand. Messages arrive on stdin; results leave on stdout, which is kept for
+them alone (anything printed goes to stderr instead). At the end of stdin it
+answers what it holds and exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from typing import Any
+
+import aiohttp
+import uvloop
+
+from orchestrator.engine.readers import decode, encode, result_tuple
+from orchestrator.engine.workspace import WorkspaceClient
+
+
+class _Replies:
+    """Results of one turn of the loop, written together."""
+
+    def __init__(self, out: asyncio.StreamWriter) -> None:
+        self.out = out
+        self.batch: list[tuple[Any, ...]] = []
+
+    def add(self, item: tuple[Any, ...]) -> None:
+        if not self.batch:
+            asyncio.get_running_loop().call_soon(self.flush)
+        self.batch.append(item)
+
+    def flush(self) -> None:
+        if self.batch:
+            batch, self.batch = self.batch, []
+            self.out.write(encode(batch))
+
+
+async def serve(channel_in: int, channel_out: int) -> None:
+    loop = asyncio.get_running_loop()
+    stream = asyncio.StreamReader(limit=2**24)
+    await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(stream), os.fdopen(channel_in, "rb", 0)
+    )
+    transport, protocol = await loop.connect_write_pipe(
+        asyncio.streams.FlowControlMixin, os.fdopen(channel_out, "wb", 0)
+    )
+    out = asyncio.StreamWriter(transport, protocol, None, loop)
+    replies = _Replies(out)
+    clients: dict[str, WorkspaceClient] = {}
+    session: aiohttp.ClientSession | None = None
+    running: set[asyncio.Task[None]] = set()
+
+    async def one(token: int, workspace: str, kind: str, remote_id: str, seen: Any) -> None:
+        replies.add(result_tuple(token, await clients[workspace].read(kind, remote_id, seen)))
+
+    try:
+        while True:
+            try:
+                message = await decode(stream)
+            except asyncio.IncompleteReadError:
+                break
+            what = message[0]
+            if what == "read":
+                for token, workspace, kind, remote_id, seen in message[1]:
+                    task = asyncio.create_task(one(token, workspace, kind, remote_id, seen))
+                    running.add(task)
+                    task.add_done_callback(running.discard)
+            elif what == "setup":
+                limit = sum(cfg.max_in_flight for cfg, _, _ in message[1]) + 8
+                session = aiohttp.ClientSession(
+                    connector=aiohttp.TCPConnector(limit=limit, ttl_dns_cache=300),
+                    trust_env=False,
+                )
+                for cfg, token, keys in message[1]:
+                    client = WorkspaceClient(cfg, session, token)
+                    client.digest_keys = keys
+                    clients[cfg.name] = client
+            elif what == "keys":
+                for name, keys in message[1].items():
+                    clients[name].digest_keys = keys
+        if running:
+            await asyncio.wait(running)
+        replies.flush()
+        await out.drain()
+    finally:
+        if session is not None:
+            await session.close()
+
+
+def main() -> None:
+    # The results channel is stdout's descriptor; fd 1 itself is pointed at
+    # stderr so that a stray print cannot corrupt a frame.
+    channel_out = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    # A Ctrl-C or a stop signal sent to the whole process group is the
+    # service's to handle: it closes stdin when it stops, and a service that
+    # dies closes it too. The reads in hand are answered first either way.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # BrokenPipe: the service went away before reading the last answers.
+    with contextlib.suppress(BrokenPipeError, ConnectionError):
+        uvloop.run(serve(0, channel_out))
+
+
+if __name__ == "__main__":
+    main()
