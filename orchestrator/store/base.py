@@ -191,9 +191,6 @@ class Store(Protocol):
         ``limit`` the page size (None: all).
         """
 
-    async def active_counts(self) -> dict[str, int]:
-        """Active trackings per workspace (a resume plans its first reads with them)."""
-
     async def record_polls(self, updates: Sequence[PollUpdate]) -> None:
         """Persist non-terminal poll results (and their status_changed events).
 

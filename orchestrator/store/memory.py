@@ -90,14 +90,6 @@ class MemoryStore:
         found = self._trackings.get(tracking_id)
         return copy.deepcopy(found) if found else None
 
-    async def active_counts(self) -> dict[str, int]:
-        self._read()
-        counts: dict[str, int] = {}
-        for t in self._trackings.values():
-            if t.state == "active":
-                counts[t.workspace] = counts.get(t.workspace, 0) + 1
-        return counts
-
     async def load_active(
         self, after: str | None = None, limit: int | None = None
     ) -> list[Tracking]:

@@ -49,9 +49,6 @@ TRACKING_BY_REMOTE = (
     f"SELECT {TRACKING_COLUMNS} FROM trackings WHERE workspace = ? AND kind = ? AND remote_id = ?"
 )
 TRACKING_BY_ID = f"SELECT {TRACKING_COLUMNS} FROM trackings WHERE tracking_id = ?"
-ACTIVE_COUNTS = (
-    "SELECT workspace, count(*) FROM trackings WHERE state = 'active' GROUP BY workspace"
-)
 # Parameters: after (tracking_id, '' for the first page), limit (-1: no limit).
 # A body that a digest stands for is not read: resuming 100,000 trackings would parse
 # and interpret every one of them for nothing.

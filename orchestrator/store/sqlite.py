@@ -215,9 +215,6 @@ class SqliteStore:
         params = (after or "", -1 if limit is None else limit)
         return [_rows.tracking(row) for row in await self._read(queries.ACTIVE_TRACKINGS, params)]
 
-    async def active_counts(self) -> dict[str, int]:
-        return {str(ws): int(n) for ws, n in await self._read(queries.ACTIVE_COUNTS, ())}
-
     async def list_trackings(self, query: TrackingQuery) -> tuple[list[Tracking], str | None]:
         limit = clamp_limit(query.limit)
         params: list[Any] = [
