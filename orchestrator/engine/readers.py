@@ -2,7 +2,8 @@
 
 After a restart every active tracking is owed a read, and one event loop reads
 no faster than one core lets aiohttp (about 0.1 ms of CPU a read on the
-team's 2-core box: 100,000 resumed trackings took 13-20 s of reads alone).
+team's 2-core box, where a restart with 100,000 active took 15-22 s of reads
+with the loop alone).
 With ``polling.resume_readers = N`` the service starts N child processes as it
 starts, and until every resumed tracking has had its first read, those reads
 are made by the children. Everything that decides stays in the service's own
@@ -163,8 +164,16 @@ class ReaderPool:
                     future = child.pending.pop(item[0], None)
                     if future is not None and not future.done():
                         future.set_result(ReadResult(*item[1:]))
-        except (asyncio.IncompleteReadError, ConnectionError, pickle.UnpicklingError):
-            pass
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # the child ended
+        except Exception:
+            # An answer that cannot be taken: the child is dropped (it exits at
+            # the end of its stdin), its reads failed as below.
+            log.exception(
+                "reader process answer unreadable", extra={"fields": {"reader": child.index}}
+            )
+            if child.proc.stdin is not None:
+                child.proc.stdin.close()
         finally:
             child.alive = False
             self._fail(child)
