@@ -13,13 +13,14 @@ import contextlib
 import os
 import signal
 import sys
+import traceback
 from typing import Any
 
 import aiohttp
 import uvloop
 
 from orchestrator.engine.readers import decode, encode, result_tuple
-from orchestrator.engine.workspace import WorkspaceClient
+from orchestrator.engine.workspace import ReadResult, WorkspaceClient
 
 
 class _Replies:
@@ -56,7 +57,16 @@ async def serve(channel_in: int, channel_out: int) -> None:
     running: set[asyncio.Task[None]] = set()
 
     async def one(token: int, workspace: str, kind: str, remote_id: str, seen: Any) -> None:
-        replies.add(result_tuple(token, await clients[workspace].read(kind, remote_id, seen)))
+        try:
+            result = await clients[workspace].read(kind, remote_id, seen)
+        except Exception as exc:
+            # Every read handed over is answered, or its poller would wait
+            # forever: a failure no read should have is transport trouble
+            # there (read again later) and a traceback on stderr here.
+            traceback.print_exc()
+            message = f"reader process: {type(exc).__name__}"
+            result = ReadResult("connection", error={"kind": "connection", "message": message})
+        replies.add(result_tuple(token, result))
 
     try:
         while True:
