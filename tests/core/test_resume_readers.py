@@ -12,6 +12,8 @@ import asyncio
 import os
 import signal
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -112,113 +114,105 @@ async def outcomes(session: aiohttp.ClientSession, base: str, ids: list[str]) ->
             await asyncio.sleep(0.1)
 
 
-def with_readers(cfg: Path, readers: int, rate: float) -> Path:
-    text = cfg.read_text().replace("[polling]\n", f"[polling]\nresume_readers = {readers}\n")
-    cfg.write_text(text + f"max_requests_per_second = {rate}\n")
-    return cfg
+@asynccontextmanager
+async def two_readers(
+    tmp_path: Path, seed: int, rate: float
+) -> AsyncIterator[tuple[RunningSimulator, ServeProcess, aiohttp.ClientSession]]:
+    """The simulator and a service with two reader processes (not started yet)."""
+    sim = await start_simulator(host="127.0.0.1", port=0, profile="fast", seed=seed)
+    port = free_port()
+    cfg = write_config(tmp_path, sim.url, port, resume_readers=2)
+    cfg.write_text(cfg.read_text() + f"max_requests_per_second = {rate}\n")
+    serve = ServeProcess(cfg, port, tmp_path / "serve.log")
+    try:
+        async with aiohttp.ClientSession() as session:
+            yield sim, serve, session
+    finally:
+        serve.ensure_dead()
+        await sim.close()
 
 
 async def test_readers_make_the_resume_reads_then_exit(tmp_path: Path) -> None:
-    sim = await start_simulator(host="127.0.0.1", port=0, profile="fast", seed=11)
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
     # 180 resumed trackings at 100 reads/s: a resume of about two seconds.
-    cfg = with_readers(write_config(tmp_path, sim.url, port), 2, 100)
-    serve = ServeProcess(cfg, port, tmp_path / "serve.log")
-    try:
-        async with aiohttp.ClientSession() as session:
-            queued = await queued_jobs(session, sim, 150)
-            # These end while the service is down: their first read after the
-            # restart, made by a child, must finish them as the loop would.
-            ends = ["Completed", "Failed", "Cancelled"] * 10
-            scripted_at = sim.state.clock()
-            ending = [await _script(session, sim.url, "function_job", e, 4.0) for e in ends]
-            await serve.start(session)
-            await track(session, base, queued + ending)
-            await gone(serve)  # nothing was resumed: the children were closed at once
-            assert serve.terminate() == 0
-            restarted_at = sim.state.clock()
-            assert restarted_at < scripted_at + 4.0, "too slow to stop before the jobs end"
-            await asyncio.sleep(scripted_at + 4.5 - restarted_at)
+    async with two_readers(tmp_path, 11, 100) as (sim, serve, session):
+        base = serve.url
+        queued = await queued_jobs(session, sim, 150)
+        # These end while the service is down: their first read after the
+        # restart, made by a child, must finish them as the loop would.
+        ends = ["Completed", "Failed", "Cancelled"] * 10
+        scripted_at = sim.state.clock()
+        ending = [await _script(session, sim.url, "function_job", e, 4.0) for e in ends]
+        await serve.start(session)
+        await track(session, base, queued + ending)
+        await gone(serve)  # nothing was resumed: the children were closed at once
+        assert serve.terminate() == 0
+        restarted_at = sim.state.clock()
+        assert restarted_at < scripted_at + 4.0, "too slow to stop before the jobs end"
+        await asyncio.sleep(scripted_at + 4.5 - restarted_at)
 
-            await serve.start(session)
-            assert serve.proc is not None
-            assert len(reader_children(serve.proc.pid)) == 2
-            await resume_read(session, base)
-            await gone(serve)
+        await serve.start(session)
+        assert serve.proc is not None
+        assert len(reader_children(serve.proc.pid)) == 2
+        await resume_read(session, base)
+        await gone(serve)
 
-            expected = {"Completed": "succeeded", "Failed": "failed", "Cancelled": "cancelled"}
-            assert await outcomes(session, base, ending) == {
-                rid: expected[end] for rid, end in zip(ending, ends, strict=True)
-            }
-            # Every resumed tracking was read after the restart, each read was
-            # handed to a child, and the queued ones stay active.
-            for rid in queued + ending:
-                log = sim.state.log.requests(rid)
-                assert any(r["t"] >= restarted_at and r["status"] == 200 for r in log), rid
-            closed = log_records(serve, "reader processes closed")
-            # (the first process had nothing to resume: none handed over)
-            assert [(r["readers"], r["reads"]) for r in closed] == [(2, 0), (2, 180)]
-            async with session.get(f"{base}/v1/trackings?state=active&limit=200") as resp:
-                assert {t["remote_id"] for t in (await resp.json())["items"]} == set(queued)
-            assert serve.terminate() == 0
-    finally:
-        serve.ensure_dead()
-        await sim.close()
+        expected = {"Completed": "succeeded", "Failed": "failed", "Cancelled": "cancelled"}
+        assert await outcomes(session, base, ending) == {
+            rid: expected[end] for rid, end in zip(ending, ends, strict=True)
+        }
+        # Every resumed tracking was read after the restart, each read was
+        # handed to a child, and the queued ones stay active.
+        for rid in queued + ending:
+            log = sim.state.log.requests(rid)
+            assert any(r["t"] >= restarted_at and r["status"] == 200 for r in log), rid
+        closed = log_records(serve, "reader processes closed")
+        # (the first process had nothing to resume: none handed over)
+        assert [(r["readers"], r["reads"]) for r in closed] == [(2, 0), (2, 180)]
+        async with session.get(f"{base}/v1/trackings?state=active&limit=200") as resp:
+            assert {t["remote_id"] for t in (await resp.json())["items"]} == set(queued)
+        assert serve.terminate() == 0
 
 
 async def test_a_reader_that_dies_costs_a_retry_not_a_tracking(tmp_path: Path) -> None:
-    sim = await start_simulator(host="127.0.0.1", port=0, profile="fast", seed=12)
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    cfg = with_readers(write_config(tmp_path, sim.url, port), 2, 1000)
-    serve = ServeProcess(cfg, port, tmp_path / "serve.log")
-    try:
-        async with aiohttp.ClientSession() as session:
-            queued = await queued_jobs(session, sim, 60)
-            ending = [await _script(session, sim.url, "function_job", "Completed", 4.0)]
-            ending += [await _script(session, sim.url, "function_job", "Failed", 4.0)]
-            await serve.start(session)
-            await track(session, base, queued + ending)
-            assert serve.terminate() == 0
+    async with two_readers(tmp_path, 12, 1000) as (sim, serve, session):
+        base = serve.url
+        queued = await queued_jobs(session, sim, 60)
+        ending = [await _script(session, sim.url, "function_job", "Completed", 4.0)]
+        ending += [await _script(session, sim.url, "function_job", "Failed", 4.0)]
+        await serve.start(session)
+        await track(session, base, queued + ending)
+        assert serve.terminate() == 0
 
-            # Every status read now takes a second: a child is sure to hold
-            # some when it is killed.
-            rules = {"rules": [{"route": "job_status", "fault": "latency", "latency_s": 1.0}]}
-            async with session.put(f"{sim.url}/_sim/faults", json=rules) as resp:
-                assert resp.status == 200
-            await serve.start(session)
-            assert serve.proc is not None
-            children = reader_children(serve.proc.pid)
-            assert len(children) == 2
-            await asyncio.sleep(0.5)
-            os.kill(children[0], signal.SIGKILL)
+        # Every status read now takes a second: a child is sure to hold
+        # some when it is killed.
+        rules = {"rules": [{"route": "job_status", "fault": "latency", "latency_s": 1.0}]}
+        async with session.put(f"{sim.url}/_sim/faults", json=rules) as resp:
+            assert resp.status == 200
+        await serve.start(session)
+        assert serve.proc is not None
+        children = reader_children(serve.proc.pid)
+        assert len(children) == 2
+        await asyncio.sleep(0.5)
+        os.kill(children[0], signal.SIGKILL)
 
-            async with asyncio.timeout(10):
-                while not (lost := log_records(serve, "reader process ended with reads in flight")):
-                    await asyncio.sleep(0.05)
-            assert len(lost) == 1 and lost[0]["reads"] >= 1
-            await resume_read(session, base)
-            connection = await metric(
-                session, base, "orchestrator_polls_total{", 'result="connection"'
-            )
-            assert connection == lost[0]["reads"]
-            async with session.put(f"{sim.url}/_sim/faults", json={"rules": []}) as resp:
-                assert resp.status == 200
-            # The reads the child took down with it are made again, and the
-            # trackings end as their jobs did, each with one terminal event.
-            assert await outcomes(session, base, ending) == {
-                ending[0]: "succeeded",
-                ending[1]: "failed",
-            }
-            async with session.get(f"{base}/v1/events?after=0&limit=1000") as resp:
-                events = (await resp.json())["events"]
-            terminal = Counter(
-                e["subject"] for e in events if not e["type"].endswith("status_changed")
-            )
-            assert len(terminal) == 2 and set(terminal.values()) == {1}
-            await gone(serve)
-            assert serve.terminate() == 0
-    finally:
-        serve.ensure_dead()
-        await sim.close()
+        async with asyncio.timeout(10):
+            while not (lost := log_records(serve, "reader process ended with reads in flight")):
+                await asyncio.sleep(0.05)
+        assert len(lost) == 1 and lost[0]["reads"] >= 1
+        await resume_read(session, base)
+        connection = await metric(session, base, "orchestrator_polls_total{", 'result="connection"')
+        assert connection == lost[0]["reads"]
+        async with session.put(f"{sim.url}/_sim/faults", json={"rules": []}) as resp:
+            assert resp.status == 200
+        # The reads the child took down with it are made again, and the
+        # trackings end as their jobs did, each with one terminal event.
+        assert await outcomes(session, base, ending) == {
+            ending[0]: "succeeded",
+            ending[1]: "failed",
+        }
+        async with session.get(f"{base}/v1/events?after=0&limit=1000") as resp:
+            events = (await resp.json())["events"]
+        terminal = Counter(e["subject"] for e in events if not e["type"].endswith("status_changed"))
+        assert len(terminal) == 2 and set(terminal.values()) == {1}
+        await gone(serve)
+        assert serve.terminate() == 0
