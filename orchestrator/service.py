@@ -125,6 +125,7 @@ class Service:
         )
         runner: web.AppRunner | None = None
         readers: ReaderPool | None = None
+        engine_task: asyncio.Task[None] | None = None
         try:
             if s.polling.resume_readers:
                 # Started before anything is loaded: the children import meanwhile.
@@ -139,6 +140,10 @@ class Service:
             if readers is not None:
                 readers.configure(clients)
                 engine.readers = readers
+            # The pollers start first: they read the first pages of a resume
+            # while the later ones load (nothing else reaches the engine before
+            # the API listens).
+            engine_task = asyncio.create_task(engine.run(), name="engine")
             resumed = await _resume(engine, store)
             if engine.resume_left == 0:
                 engine.release_readers()
@@ -165,8 +170,11 @@ class Service:
             self.port = sockets[0].getsockname()[1] if sockets else port
             metrics.ready.set(1)
             log.info("listening", extra={"fields": {"listen": f"{host}:{self.port}"}})
-            await self._supervise(runtime, engine, deliveries, on_ready)
+            await self._supervise(runtime, engine, engine_task, deliveries, on_ready)
         finally:
+            if engine_task is not None and not engine_task.done():  # start-up failed
+                engine_task.cancel()
+                await asyncio.wait([engine_task])
             if runner is not None:
                 await runner.cleanup()
             if readers is not None:  # closed by the engine unless start-up failed
@@ -180,6 +188,7 @@ class Service:
         self,
         runtime: Runtime,
         engine: Engine,
+        engine_task: asyncio.Task[None],
         deliveries: DeliveryService,
         on_ready: Callable[[Service], Awaitable[None]] | None,
     ) -> None:
@@ -188,7 +197,9 @@ class Service:
         tasks: dict[str, asyncio.Task[Any]] = {}
 
         def spawn(name: str, coro: Coroutine[Any, Any, Any]) -> None:
-            task = asyncio.create_task(coro, name=name)
+            watch(name, asyncio.create_task(coro, name=name))
+
+        def watch(name: str, task: asyncio.Task[Any]) -> None:
             tasks[name] = task
 
             def done(t: asyncio.Task[Any]) -> None:
@@ -208,7 +219,7 @@ class Service:
 
             task.add_done_callback(done)
 
-        spawn("engine", engine.run())
+        watch("engine", engine_task)
         spawn("deliveries", deliveries.run())
         spawn("pruner", run_pruner(runtime.store, s.events, runtime.clock, side_stop))
         spawn("loop-lag", LoopLagMonitor(runtime.metrics).run(side_stop))

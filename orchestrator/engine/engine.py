@@ -35,6 +35,16 @@ from orchestrator.store.base import PollUpdate, Store, Tracking
 log = logging.getLogger("orchestrator.engine")
 
 
+class _ResumePlan:
+    __slots__ = ("count", "placed", "seeded", "window")
+
+    def __init__(self, count: int, window: float, seeded: float) -> None:
+        self.count = count
+        self.window = window
+        self.seeded = seeded
+        self.placed = 0
+
+
 class Engine:
     def __init__(
         self,
@@ -135,53 +145,65 @@ class Engine:
     def _schedule_first(self, entry: Entry, due: float) -> None:
         self.schedulers[entry.workspace].schedule(entry, min(due, entry.deadline_mono))
 
-    async def resume(self, store: Store, page_size: int = 5000) -> int:
+    async def resume(self, store: Store, page_size: int = 20) -> int:
         """Resume every active tracking after a restart; returns how many.
 
         Rows are read a page at a time and kept only as compact entries, so the
         peak memory of a restart stays close to that of steady state. First
         reads are spread over the longer of the initial delay and the time the
         workspace's rate limit needs for all of them: no burst above the limit.
+        The spread is planned from the counts, so each page is scheduled as it
+        is read and pollers already running read the first pages while the
+        later ones load; a page is read between two turns of the loop.
         """
-        by_ws: dict[str, list[tuple[Entry, float]]] = {}
-        after: str | None = None
+        counts = await store.active_counts()
+        now = self.clock.monotonic()
+        plans: dict[str, _ResumePlan] = {}
+        p = self.polling
+        for ws, n in counts.items():
+            if ws in self.clients and n > 0:
+                window = max(p.initial_delay_s, n / self.clients[ws].cfg.max_requests_per_second)
+                # Unless its first read finds a change, a resumed tracking is read
+                # again no sooner than one window later, even with the jitter's
+                # shortest draw: its re-read is then due after every first read,
+                # and a service slower than the limit reads all the others before
+                # any of them again (seeding at half the window let jitter bring
+                # re-reads forward among the first reads). max_delay_s still wins.
+                soonest = p.multiplier * (1.0 - p.jitter)
+                seeded = min(p.max_delay_s, max(p.initial_delay_s, window / soonest))
+                plans[ws] = _ResumePlan(n, window, seeded)
+                self._pending(ws, n)
         count = 0
-        while page := await store.load_active(after=after, limit=page_size):
-            after = page[-1].tracking_id
+        for page in store.active_pages(page_size):
             count += len(page)
             for t in page:
-                if t.workspace not in self.clients:
+                plan = plans.get(t.workspace)
+                if plan is None:
                     log.error(
                         "tracking of an unconfigured workspace left as is",
                         extra={"fields": {"tracking_id": t.tracking_id, "workspace": t.workspace}},
                     )
                     continue
                 made = self._register(t)
-                if made is not None:
-                    made[0].resumed = True
-                    by_ws.setdefault(t.workspace, []).append(made)
-        now = self.clock.monotonic()
-        for ws, items in by_ws.items():
-            self.metrics.resume_pending.labels(workspace=ws).set(len(items))
-            self.resume_left += len(items)
-            window = max(
-                self.polling.initial_delay_s,
-                len(items) / self.clients[ws].cfg.max_requests_per_second,
-            )
-            # Unless its first read finds a change, a resumed tracking is read
-            # again no sooner than one window later, even with the jitter's
-            # shortest draw: its re-read is then due after every first read,
-            # and a service slower than the limit reads all the others before
-            # any of them again (seeding at half the window let jitter bring
-            # re-reads forward among the first reads). max_delay_s still wins.
-            p = self.polling
-            soonest = p.multiplier * (1.0 - p.jitter)
-            seeded = min(p.max_delay_s, max(p.initial_delay_s, window / soonest))
-            for i, (entry, due_floor) in enumerate(items):
-                entry.delay = seeded
-                offset = window * (i + self.rng.random()) / len(items)
+                if made is None:
+                    continue
+                entry, due_floor = made
+                entry.resumed = True
+                entry.delay = plan.seeded
+                if plan.placed >= plan.count:  # more than counted: spread past the window
+                    self._pending(t.workspace, 1)
+                offset = plan.window * (plan.placed + self.rng.random()) / plan.count
+                plan.placed += 1
                 self._schedule_first(entry, max(now + offset, due_floor))
+            await asyncio.sleep(0)
+        for ws, plan in plans.items():
+            if plan.placed < plan.count:  # counted, then gone before its page
+                self._pending(ws, plan.placed - plan.count)
         return count
+
+    def _pending(self, workspace: str, n: int) -> None:
+        self.metrics.resume_pending.labels(workspace=workspace).inc(n)
+        self.resume_left += n
 
     def first_read_done(self, entry: Entry) -> None:
         """A resumed tracking has had its first read (or ended before it)."""

@@ -12,7 +12,7 @@ backend chooses how to persist them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -189,6 +189,16 @@ class Store(Protocol):
         Paged so that a restart with 100,000 active never holds them all as
         rows at once: ``after`` is the last tracking_id of the previous page,
         ``limit`` the page size (None: all).
+        """
+
+    async def active_counts(self) -> dict[str, int]:
+        """Active trackings per workspace (a resume plans its first reads with them)."""
+
+    def active_pages(self, page_size: int) -> Iterator[list[Tracking]]:
+        """Every active tracking, as ``load_active`` pages them, read synchronously.
+
+        For the resume, which reads them while the pollers already run: made in
+        the calling thread between two turns of the loop, never in another one.
         """
 
     async def record_polls(self, updates: Sequence[PollUpdate]) -> None:

@@ -9,7 +9,7 @@ would.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 
 from orchestrator.errors import StoreError, StoreUnavailable
@@ -90,9 +90,26 @@ class MemoryStore:
         found = self._trackings.get(tracking_id)
         return copy.deepcopy(found) if found else None
 
+    async def active_counts(self) -> dict[str, int]:
+        self._read()
+        counts: dict[str, int] = {}
+        for t in self._trackings.values():
+            if t.state == "active":
+                counts[t.workspace] = counts.get(t.workspace, 0) + 1
+        return counts
+
+    def active_pages(self, page_size: int) -> Iterator[list[Tracking]]:
+        after = None
+        while page := self._active(after, page_size):
+            after = page[-1].tracking_id
+            yield page
+
     async def load_active(
         self, after: str | None = None, limit: int | None = None
     ) -> list[Tracking]:
+        return self._active(after, limit)
+
+    def _active(self, after: str | None, limit: int | None) -> list[Tracking]:
         self._read()
         rows = sorted(
             (

@@ -16,7 +16,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -214,6 +214,36 @@ class SqliteStore:
     ) -> list[Tracking]:
         params = (after or "", -1 if limit is None else limit)
         return [_rows.tracking(row) for row in await self._read(queries.ACTIVE_TRACKINGS, params)]
+
+    async def active_counts(self) -> dict[str, int]:
+        return {str(ws): int(n) for ws, n in await self._read(queries.ACTIVE_COUNTS, ())}
+
+    def active_pages(self, page_size: int) -> Iterator[list[Tracking]]:
+        # A connection of its own, read in the caller's thread: the resume reads
+        # these pages while the pollers run, and a second thread stepping rows
+        # (sqlite3 gives up the GIL at every row) then waits up to a switch
+        # interval for the loop's thread at each one: 1.3 s of loading became
+        # 3 s beside the readers, and 9 s a page with the loop saturated.
+        if self._reader is None:
+            raise StoreUnavailable("store is closed")
+        try:
+            conn = sqlite3.connect(
+                f"{self.path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None
+            )
+        except sqlite3.Error as exc:
+            raise _store_error(exc, "store read failed") from exc
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            # One statement stepped a page at a time: pages are small (the loop
+            # runs between two of them), too small to restart a query for each.
+            try:
+                cursor = conn.execute(queries.ACTIVE_TRACKINGS, ("", -1))
+                while rows := cursor.fetchmany(page_size):
+                    yield [_rows.tracking(row) for row in rows]
+            except sqlite3.Error as exc:
+                raise _store_error(exc, "store read failed") from exc
+        finally:
+            conn.close()
 
     async def list_trackings(self, query: TrackingQuery) -> tuple[list[Tracking], str | None]:
         limit = clamp_limit(query.limit)

@@ -95,7 +95,11 @@ async def test_migrations_apply_once_in_wal_mode(tmp_path: Path) -> None:
         await store.close()
     with sqlite3.connect(path) as conn:
         versions = conn.execute("SELECT version, name FROM schema_version").fetchall()
-        assert versions == [(1, "001_init.sql"), (2, "002_remote_digest.sql")]
+        assert versions == [
+            (1, "001_init.sql"),
+            (2, "002_remote_digest.sql"),
+            (3, "003_active_workspace.sql"),
+        ]
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("SELECT count(*) FROM trackings").fetchone()[0] == 1
     conn.close()

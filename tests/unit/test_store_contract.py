@@ -479,6 +479,43 @@ async def test_load_active_pages_by_tracking_id(store: Store) -> None:
     assert [len(p) for p in pages] == [4, 4, 3]
 
 
+async def test_active_pages_are_every_active_row_in_order(store: Store) -> None:
+    await store.create_trackings([new(i) for i in range(12)])
+    await store.finish([finish("trk_5", "e5")])
+    pages = [[t.tracking_id for t in page] for page in store.active_pages(4)]
+    assert [len(p) for p in pages] == [4, 4, 3]
+    seen = [tid for p in pages for tid in p]
+    assert seen == [t.tracking_id for t in await store.load_active()]
+    assert "trk_5" not in seen
+
+
+async def test_active_pages_read_what_load_active_reads(store: Store) -> None:
+    await store.create_trackings([new(1), new(2), new(3, labels={"team": "billing"})])
+    body = {"Status": "Queued"}
+    await store.record_polls(
+        [
+            poll("trk_1", 1, remote_status="Queued", remote=body, remote_changed=True,
+                 fingerprint="Queued:a", digest=b"d" * 16),
+            poll("trk_2", 1, remote_status="Queued", remote=body, remote_changed=True,
+                 fingerprint="Queued:b", digest=None),
+        ]
+    )  # fmt: skip
+    paged = [t for page in store.active_pages(2) for t in page]
+    assert paged == await store.load_active()
+    # A digest stands for its body there too; the body is read where none does.
+    assert [(t.remote_digest, t.remote) for t in paged[:2]] == [(b"d" * 16, None), (None, body)]
+
+
+async def test_active_counts_per_workspace(store: Store) -> None:
+    await store.create_trackings(
+        [new(i, workspace="default" if i % 3 else "other") for i in range(9)]
+    )
+    await store.finish([finish("trk_1", "e1"), finish("trk_3", "e3")])
+    assert await store.active_counts() == {"default": 5, "other": 2}
+    await store.finish([finish(f"trk_{i}", f"f{i}") for i in (0, 6)])
+    assert await store.active_counts() == {"default": 5}
+
+
 async def _seed_for_listing(store: Store) -> None:
     items = [
         new(
