@@ -44,6 +44,7 @@ CACHE_KIB = 32_768
 MIN_SQLITE = (3, 35, 0)
 BUSY_TIMEOUT_MS = 5000
 RESUME_MMAP_BYTES = 1 << 30
+RESUME_BATCH = 250
 T = TypeVar("T")
 
 
@@ -238,14 +239,21 @@ class SqliteStore:
             # Read through a mapping rather than a read() per page: a third less
             # time for 100,000 rows here (0.63 -> 0.42 s). Unmapped on close.
             conn.execute(f"PRAGMA mmap_size = {RESUME_MMAP_BYTES}")
-            # One statement stepped a page at a time: pages are small (the loop
-            # runs between two of them), too small to restart a query for each.
-            try:
-                cursor = conn.execute(queries.ACTIVE_TRACKINGS, ("", -1))
-                while rows := cursor.fetchmany(page_size):
-                    yield [_rows.tracking(row) for row in rows]
-            except sqlite3.Error as exc:
-                raise _store_error(exc, "store read failed") from exc
+            # A statement per batch, so that no read transaction spans the load:
+            # one held open while the first reads' results were written kept
+            # every checkpoint back and grew the WAL to 1.1 GB in the benchmark.
+            # The batch is cut into small pages, between which the loop runs.
+            after = ""
+            while True:
+                try:
+                    rows = conn.execute(queries.ACTIVE_TRACKINGS, (after, RESUME_BATCH)).fetchall()
+                except sqlite3.Error as exc:
+                    raise _store_error(exc, "store read failed") from exc
+                if not rows:
+                    return
+                after = rows[-1][0]
+                for start in range(0, len(rows), page_size):
+                    yield [_rows.tracking(row) for row in rows[start : start + page_size]]
         finally:
             conn.close()
 
