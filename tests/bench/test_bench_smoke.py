@@ -25,6 +25,8 @@ POSITIVE = (
     "intake_single_per_s",
     "intake_batch_per_s",
     "restart_to_ready_s",
+    "saturation_ready_s",
+    "saturation_first_reads_s",
     "restart_to_polling_s",
     "restart_peak_polls_per_s",
     "event_latency_p50_s",
