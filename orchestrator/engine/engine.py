@@ -190,7 +190,8 @@ class Engine:
         workspace's rate limit needs for all of them: no burst above the limit.
         The spread is planned from the counts, so each page is scheduled as it
         is read and pollers already running read the first pages while the
-        later ones load; a page is read between two turns of the loop.
+        later ones load; the pages are read in slices between turns of the
+        loop (``_LoadShare``).
         """
         counts = await store.active_counts()
         now = self.clock.monotonic()

@@ -244,16 +244,12 @@ class SqliteStore:
             # every checkpoint back and grew the WAL to 1.1 GB in the benchmark.
             # The batch is cut into small pages, between which the loop runs.
             after = ""
-            while True:
-                try:
-                    rows = conn.execute(queries.ACTIVE_TRACKINGS, (after, RESUME_BATCH)).fetchall()
-                except sqlite3.Error as exc:
-                    raise _store_error(exc, "store read failed") from exc
-                if not rows:
-                    return
+            while rows := conn.execute(queries.ACTIVE_TRACKINGS, (after, RESUME_BATCH)).fetchall():
                 after = rows[-1][0]
                 for start in range(0, len(rows), page_size):
                     yield [_rows.tracking(row) for row in rows[start : start + page_size]]
+        except sqlite3.Error as exc:
+            raise _store_error(exc, "store read failed") from exc
         finally:
             conn.close()
 

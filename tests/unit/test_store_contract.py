@@ -731,4 +731,6 @@ async def test_writable_then_closed(store: Store) -> None:
         await store.create_trackings([new(2)])
     with pytest.raises(StoreUnavailable):
         await store.get_tracking("trk_1")
+    with pytest.raises(StoreUnavailable):
+        next(iter(store.active_pages(10)))
     assert not await store.check_writable()
