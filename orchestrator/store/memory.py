@@ -9,6 +9,7 @@ would.
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 
@@ -92,11 +93,7 @@ class MemoryStore:
 
     async def active_counts(self) -> dict[str, int]:
         self._read()
-        counts: dict[str, int] = {}
-        for t in self._trackings.values():
-            if t.state == "active":
-                counts[t.workspace] = counts.get(t.workspace, 0) + 1
-        return counts
+        return dict(Counter(t.workspace for t in self._trackings.values() if t.state == "active"))
 
     def active_pages(self, page_size: int) -> Iterator[list[Tracking]]:
         after = None
@@ -290,11 +287,8 @@ class MemoryStore:
 
     async def outbox_pending_counts(self) -> dict[str, int]:
         self._read()
-        counts: dict[str, int] = {}
-        for d in self._deliveries.values():
-            if d.state == "pending":
-                counts[d.destination] = counts.get(d.destination, 0) + 1
-        return counts
+        pending = (d.destination for d in self._deliveries.values() if d.state == "pending")
+        return dict(Counter(pending))
 
     async def mark_delivered(self, delivery_id: int, at: float, status: int) -> None:
         self._write()

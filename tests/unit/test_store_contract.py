@@ -248,17 +248,22 @@ async def test_many_poll_results_in_one_call(store: Store) -> None:
     assert all(t.polls == 7 and t.remote == body for t in rows)
 
 
-async def test_a_digest_stands_for_the_body_when_resuming(store: Store) -> None:
-    await store.create_trackings([new(1), new(2)])
-    queued, waiting = {"Status": "Queued"}, {"Status": "Queued", "NextRunAt": "soon"}
+async def _digested_and_plain(store: Store, digested: Any, plain: Any) -> None:
+    """trk_1 read once with a body its digest stands for, trk_2 with one it does not."""
     await store.record_polls(
         [
-            poll("trk_1", 1, remote_status="Queued", remote=queued, remote_changed=True,
+            poll("trk_1", 1, remote_status="Queued", remote=digested, remote_changed=True,
                  fingerprint="Queued:a", digest=b"d" * 16),
-            poll("trk_2", 1, remote_status="Queued", remote=waiting, remote_changed=True,
+            poll("trk_2", 1, remote_status="Queued", remote=plain, remote_changed=True,
                  fingerprint="Queued:b", digest=None),
         ]
     )  # fmt: skip
+
+
+async def test_a_digest_stands_for_the_body_when_resuming(store: Store) -> None:
+    await store.create_trackings([new(1), new(2)])
+    queued, waiting = {"Status": "Queued"}, {"Status": "Queued", "NextRunAt": "soon"}
+    await _digested_and_plain(store, queued, waiting)
     await store.record_polls([poll("trk_1", 2)])  # unchanged: fingerprint and digest kept
     one, two = await store.load_active()
     # Resuming reads the fingerprint and digest instead of the body they stand for...
@@ -492,14 +497,7 @@ async def test_active_pages_are_every_active_row_in_order(store: Store) -> None:
 async def test_active_pages_read_what_load_active_reads(store: Store) -> None:
     await store.create_trackings([new(1), new(2), new(3, labels={"team": "billing"})])
     body = {"Status": "Queued"}
-    await store.record_polls(
-        [
-            poll("trk_1", 1, remote_status="Queued", remote=body, remote_changed=True,
-                 fingerprint="Queued:a", digest=b"d" * 16),
-            poll("trk_2", 1, remote_status="Queued", remote=body, remote_changed=True,
-                 fingerprint="Queued:b", digest=None),
-        ]
-    )  # fmt: skip
+    await _digested_and_plain(store, body, body)
     paged = [t for page in store.active_pages(2) for t in page]
     assert paged == await store.load_active()
     # A digest stands for its body there too; the body is read where none does.
