@@ -22,8 +22,9 @@ from orchestrator.engine.entry import Entry
 from orchestrator.engine.finishing import Finisher, deadline_result
 from orchestrator.engine.probes import PollMetrics
 from orchestrator.engine.readers import ReaderPool
+from orchestrator.engine.readresult import ReadResult
 from orchestrator.engine.scheduler import WorkspaceScheduler
-from orchestrator.engine.workspace import ReadResult, WorkspaceClient
+from orchestrator.engine.workspace import WorkspaceClient
 from orchestrator.engine.writer import PollWriter
 from orchestrator.events.bus import EventBus
 from orchestrator.events.cloudevents import EventFactory

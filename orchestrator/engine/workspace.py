@@ -10,7 +10,6 @@ import hashlib
 import logging
 import time
 from collections.abc import Coroutine, Mapping
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -19,51 +18,11 @@ import orjson
 from yarl import URL
 
 from orchestrator.config import KINDS, WorkspaceConfig
+from orchestrator.engine.readresult import ReadResult, answered, trouble
 from orchestrator.errors import EnumResolutionError
 from orchestrator.interpret import EnumMap, fallback_enums, resolve_enums
-from orchestrator.retry_after import parse_retry_after
 
 log = logging.getLogger("orchestrator.workspace")
-
-
-@dataclass(slots=True)
-class ReadResult:
-    """One HTTP exchange with the workspace, classified.
-
-    ``result`` is the ``orchestrator_polls_total`` label: ``ok`` and
-    ``not_found`` are answers; everything else is transport trouble, never
-    terminal.
-    """
-
-    result: str
-    http_status: int | None = None
-    body: Any = None
-    retry_after: float | None = None
-    error: dict[str, Any] | None = None
-    duration: float = 0.0
-    # A status read's body digest; ``unchanged`` when it equals the digest the
-    # caller had seen, in which case the body was not parsed (``body`` is None).
-    digest: bytes | None = None
-    unchanged: bool = False
-
-    @property
-    def answered(self) -> bool:
-        """The workspace itself answered (it is up), whatever it said."""
-        return self.http_status is not None and self.http_status < 500
-
-
-def classify_status(status: int) -> str:
-    if status == 404:
-        return "not_found"
-    if status == 429:
-        return "rate_limited"
-    if status >= 500:
-        return "http_5xx"
-    if status in (401, 403):
-        return "unauthorized"
-    # Any other non-200 answer to a status read is not a status body we can
-    # read: treat it as an invalid response and keep polling.
-    return "invalid_response"
 
 
 class WorkspaceClient:
@@ -179,69 +138,15 @@ class WorkspaceClient:
                     resp.headers.get("Retry-After") if status in (429, 503) else None
                 )
         except TimeoutError:
-            return ReadResult(
+            return trouble(
                 "timeout",
-                error={"kind": "timeout", "message": f"no answer in {self.cfg.request_timeout_s}s"},
-                duration=time.monotonic() - started,
+                f"no answer in {self.cfg.request_timeout_s}s",
+                time.monotonic() - started,
             )
         except (aiohttp.ClientError, OSError) as exc:
-            return ReadResult(
-                "connection",
-                error={"kind": "connection", "message": type(exc).__name__},
-                duration=time.monotonic() - started,
-            )
-        duration = time.monotonic() - started
-        retry_after = (
-            parse_retry_after(retry_after_header, time.time())
-            if retry_after_header is not None
-            else None
-        )
-        if status in (200, 201, 202):
-            # Most reads find the job as it was: a digest of the bytes spares
-            # parsing and interpreting them again (128 bits: no collision to fear).
-            seen_now = (
-                hashlib.blake2b(raw, digest_size=16, key=digest_key).digest()
-                if digest_key is not None
-                else None
-            )
-            if seen_now is not None and seen_now == seen:
-                return ReadResult(
-                    "ok", http_status=status, duration=duration, digest=seen_now, unchanged=True
-                )
-            try:
-                body = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                return ReadResult(
-                    "invalid_response",
-                    http_status=status,
-                    error={
-                        "kind": "invalid_response",
-                        "message": "body is not JSON",
-                        "status": status,
-                    },
-                    duration=duration,
-                )
-            return ReadResult(
-                "ok", http_status=status, body=body, duration=duration, digest=seen_now
-            )
-        result = classify_status(status)
-        error = None
-        if result != "not_found":
-            error = {"kind": result, "message": f"HTTP {status}", "status": status}
-        body = None
-        if status == 409:
-            # A refused cancel explains itself in the body (its current Status).
-            try:
-                body = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                body = None
-        return ReadResult(
-            result,
-            http_status=status,
-            body=body,
-            retry_after=retry_after,
-            error=error,
-            duration=duration,
+            return trouble("connection", type(exc).__name__, time.monotonic() - started)
+        return answered(
+            status, raw, retry_after_header, time.monotonic() - started, seen, digest_key
         )
 
     async def load_enums(self) -> bool:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from orchestrator.engine.workspace import ReadResult, WorkspaceClient
+from orchestrator.engine.readresult import ReadResult
+from orchestrator.engine.workspace import WorkspaceClient
 from orchestrator.errors import OrchestratorError
 from orchestrator.platform.enums import resolve_platform_enums
 from orchestrator.platform.execution_model import CatalogSnapshot, explain

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrator.engine.workspace import ReadResult, WorkspaceClient
+from orchestrator.engine.readresult import ReadResult
+from orchestrator.engine.workspace import WorkspaceClient
 from orchestrator.platform.wire import get_ci, list_items, text
 
 Row = Mapping[str, Any]

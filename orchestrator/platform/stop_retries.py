@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.engine.workspace import ReadResult
+from orchestrator.engine.readresult import ReadResult
 from orchestrator.platform.wire import enum_name, get_ci, text
 
 if TYPE_CHECKING:

@@ -1,0 +1,124 @@
+"""One HTTP exchange with a workspace, classified: the same judgement for every client.
+
+The loop reads with aiohttp (``workspace.WorkspaceClient``); reader processes
+read with ``lean_http``. Both hand the status line, the raw body and the
+Retry-After header to ``answered`` and transport trouble to ``trouble``, so a
+read means the same thing whichever process made it. This module imports
+neither aiohttp nor pydantic: a reader process starts without them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from orchestrator.retry_after import parse_retry_after
+
+
+@dataclass(slots=True)
+class ReadResult:
+    """One HTTP exchange with the workspace, classified.
+
+    ``result`` is the ``orchestrator_polls_total`` label: ``ok`` and
+    ``not_found`` are answers; everything else is transport trouble, never
+    terminal.
+    """
+
+    result: str
+    http_status: int | None = None
+    body: Any = None
+    retry_after: float | None = None
+    error: dict[str, Any] | None = None
+    duration: float = 0.0
+    # A status read's body digest; ``unchanged`` when it equals the digest the
+    # caller had seen, in which case the body was not parsed (``body`` is None).
+    digest: bytes | None = None
+    unchanged: bool = False
+
+    @property
+    def answered(self) -> bool:
+        """The workspace itself answered (it is up), whatever it said."""
+        return self.http_status is not None and self.http_status < 500
+
+
+def classify_status(status: int) -> str:
+    if status == 404:
+        return "not_found"
+    if status == 429:
+        return "rate_limited"
+    if status >= 500:
+        return "http_5xx"
+    if status in (401, 403):
+        return "unauthorized"
+    # Any other non-200 answer to a status read is not a status body we can
+    # read: treat it as an invalid response and keep polling.
+    return "invalid_response"
+
+
+def trouble(kind: str, message: str, duration: float) -> ReadResult:
+    """No answer: ``timeout`` or ``connection`` (read again later)."""
+    return ReadResult(kind, error={"kind": kind, "message": message}, duration=duration)
+
+
+def answered(
+    status: int,
+    raw: bytes,
+    retry_after_header: str | None,
+    duration: float,
+    seen: bytes | None = None,
+    digest_key: bytes | None = None,
+) -> ReadResult:
+    """An HTTP answer judged: a 2xx body parsed (or found unchanged), anything else classified.
+
+    ``retry_after_header`` is only looked at on 429 and 503.
+    """
+    if status in (200, 201, 202):
+        # Most reads find the job as it was: a digest of the bytes spares
+        # parsing and interpreting them again (128 bits: no collision to fear).
+        seen_now = (
+            hashlib.blake2b(raw, digest_size=16, key=digest_key).digest()
+            if digest_key is not None
+            else None
+        )
+        if seen_now is not None and seen_now == seen:
+            return ReadResult(
+                "ok", http_status=status, duration=duration, digest=seen_now, unchanged=True
+            )
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return ReadResult(
+                "invalid_response",
+                http_status=status,
+                error={"kind": "invalid_response", "message": "body is not JSON", "status": status},
+                duration=duration,
+            )
+        return ReadResult("ok", http_status=status, body=body, duration=duration, digest=seen_now)
+    retry_after = (
+        parse_retry_after(retry_after_header, time.time())
+        if retry_after_header is not None and status in (429, 503)
+        else None
+    )
+    result = classify_status(status)
+    error = None
+    if result != "not_found":
+        error = {"kind": result, "message": f"HTTP {status}", "status": status}
+    body = None
+    if status == 409:
+        # A refused cancel explains itself in the body (its current Status).
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            body = None
+    return ReadResult(
+        result,
+        http_status=status,
+        body=body,
+        retry_after=retry_after,
+        error=error,
+        duration=duration,
+    )
