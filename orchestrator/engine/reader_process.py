@@ -13,14 +13,46 @@ import contextlib
 import os
 import signal
 import sys
+import time
 import traceback
 from typing import Any
 
-import aiohttp
 import uvloop
 
+from orchestrator.engine.lean_http import LeanClient
 from orchestrator.engine.readers import decode, encode, result_tuple
-from orchestrator.engine.workspace import ReadResult, WorkspaceClient
+from orchestrator.engine.readresult import ReadResult, answered, trouble
+
+_USER_AGENT = "Python/{}.{} orchestrator-reader".format(*sys.version_info[:2])
+
+
+class WorkspaceReads:
+    """A workspace's status reads as its ``WorkspaceClient`` makes them: same URL,
+    same headers, same timeout, same judgement; a leaner client underneath."""
+
+    def __init__(self, setup: dict[str, Any]) -> None:
+        headers = {"Accept": "application/json", "User-Agent": _USER_AGENT}
+        if setup["token"]:
+            headers["Authorization"] = f"Bearer {setup['token']}"
+        self.client = LeanClient(setup["base_url"], headers, setup["max_in_flight"])
+        self.timeout_s: float = setup["timeout_s"]
+        self.templates: dict[str, str] = setup["templates"]
+        self.digest_keys: dict[str, bytes] = setup["digest_keys"]
+
+    async def read(self, kind: str, remote_id: str, seen: bytes | None) -> ReadResult:
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                status, raw, retry_after = await self.client.get(
+                    self.templates[kind].replace("{id}", remote_id)
+                )
+        except TimeoutError:
+            return trouble("timeout", f"no answer in {self.timeout_s}s", time.monotonic() - started)
+        except OSError as exc:
+            return trouble("connection", type(exc).__name__, time.monotonic() - started)
+        return answered(
+            status, raw, retry_after, time.monotonic() - started, seen, self.digest_keys[kind]
+        )
 
 
 class _Replies:
@@ -52,8 +84,7 @@ async def serve(channel_in: int, channel_out: int) -> None:
     )
     out = asyncio.StreamWriter(transport, protocol, None, loop)
     replies = _Replies(out)
-    clients: dict[str, WorkspaceClient] = {}
-    session: aiohttp.ClientSession | None = None
+    clients: dict[str, WorkspaceReads] = {}
     running: set[asyncio.Task[None]] = set()
 
     async def one(token: int, workspace: str, kind: str, remote_id: str, seen: Any) -> None:
@@ -81,15 +112,8 @@ async def serve(channel_in: int, channel_out: int) -> None:
                     running.add(task)
                     task.add_done_callback(running.discard)
             elif what == "setup":
-                limit = sum(cfg.max_in_flight for cfg, _, _ in message[1]) + 8
-                session = aiohttp.ClientSession(
-                    connector=aiohttp.TCPConnector(limit=limit, ttl_dns_cache=300),
-                    trust_env=False,
-                )
-                for cfg, token, keys in message[1]:
-                    client = WorkspaceClient(cfg, session, token)
-                    client.digest_keys = keys
-                    clients[cfg.name] = client
+                for setup in message[1]:
+                    clients[setup["name"]] = WorkspaceReads(setup)
             elif what == "keys":
                 for name, keys in message[1].items():
                     clients[name].digest_keys = keys
@@ -98,8 +122,8 @@ async def serve(channel_in: int, channel_out: int) -> None:
         replies.flush()
         await out.drain()
     finally:
-        if session is not None:
-            await session.close()
+        for client in clients.values():
+            client.client.close()
 
 
 def main() -> None:
