@@ -42,10 +42,9 @@ class WorkspaceReads:
     async def read(self, kind: str, remote_id: str, seen: bytes | None) -> ReadResult:
         started = time.monotonic()
         try:
-            async with asyncio.timeout(self.timeout_s):
-                status, raw, retry_after = await self.client.get(
-                    self.templates[kind].replace("{id}", remote_id)
-                )
+            status, raw, retry_after = await self.client.get(
+                self.templates[kind].replace("{id}", remote_id), self.timeout_s
+            )
         except TimeoutError:
             return trouble("timeout", f"no answer in {self.timeout_s}s", time.monotonic() - started)
         except OSError as exc:

@@ -276,3 +276,34 @@ async def test_a_refused_connection_is_transport_trouble(both: Callable[..., Any
     by_child = await child.read("function_job", "plain", None)
     assert by_child.result == "connection"
     assert_same(by_child, by_loop)
+
+
+async def test_connections_are_bounded_and_waiting_counts_toward_the_timeout(
+    both: Callable[..., Any],
+) -> None:
+    server = ScriptedServer()
+    async with server as url:
+        _, child = both(config(url, timeout_s=0.5))  # max_in_flight = 4
+        results = await asyncio.gather(
+            *(child.read("function_job", "split", None) for _ in range(12))
+        )
+        assert [r.result for r in results] == ["ok"] * 12
+        # Twelve at once over at most four connections, each kept for the next.
+        assert server.connections == 4
+        # Four hung reads hold every connection (until 0.5 s): a read that may
+        # take 0.2 s waits for one and times out waiting; one that may take 0.5 s
+        # gets the first slot a timeout frees.
+        hung = [asyncio.ensure_future(child.read("function_job", "slow", None)) for _ in range(4)]
+        await asyncio.sleep(0.05)
+        child.timeout_s = 0.2
+        short = await child.read("function_job", "plain", None)
+        assert (short.result, short.error) == (
+            "timeout",
+            {"kind": "timeout", "message": "no answer in 0.2s"},
+        )
+        child.timeout_s = 0.5
+        waited = await child.read("function_job", "plain", None)
+        assert waited.result == "ok"
+        assert waited.duration >= 0.2  # it could not start before a hung read gave up
+        assert [r.result for r in await asyncio.gather(*hung)] == ["timeout"] * 4
+        assert server.connections == 5  # the timed-out ones are not reused
