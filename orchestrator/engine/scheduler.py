@@ -14,6 +14,7 @@ import asyncio
 import heapq
 import itertools
 import logging
+import math
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -24,6 +25,12 @@ if TYPE_CHECKING:
     from orchestrator.engine.entry import Entry
 
 log = logging.getLogger("orchestrator.engine")
+
+# Wake-ups are rounded up to this: a paced workload (a resume spread at the
+# rate limit, many trackings on similar delays) is read in small batches, each
+# costing a turn of the loop and a write to each socket or pipe, rather than
+# one of each per read. Reads are up to this much later than due, never earlier.
+GRANULE_S = 0.005
 
 Handler = Callable[["Entry", int], Awaitable[None]]
 Expired = Callable[["Entry"], Awaitable[None]]
@@ -106,7 +113,10 @@ class WorkspaceScheduler:
         loop = asyncio.get_running_loop()
         self._timer_at = when
         # call_at uses the loop's clock; convert from ours by the current offset.
-        self._timer = loop.call_at(loop.time() + (when - self._mono()), self._on_timer)
+        # Rounded up to a granule: every entry due within it is read on one
+        # wake-up, in one turn of the loop, rather than one wake-up per entry.
+        at = loop.time() + (when - self._mono())
+        self._timer = loop.call_at(math.ceil(at / GRANULE_S) * GRANULE_S, self._on_timer)
 
     def _take(self) -> tuple[Entry, int] | Entry | None:
         """The next read to make: ``(entry, gen)``; an entry whose deadline a
@@ -136,7 +146,10 @@ class WorkspaceScheduler:
                 return None
             heapq.heappop(heap)
             if self._idle and heap and heap[0][0] <= now:
-                # More is due: let a parked worker take it while this one reads.
+                # More is due: parked workers take it while this one reads. Two
+                # each time, so that many due entries fan out over the pollers
+                # in a few turns of the loop, not one turn per entry.
+                self._wake_one()
                 self._wake_one()
             return entry, gen
         return None
