@@ -13,6 +13,7 @@ import asyncio
 import logging
 import random
 import time
+from collections import Counter
 
 from orchestrator.aio import wait_event
 from orchestrator.clock import Clock, iso
@@ -154,17 +155,23 @@ class Engine:
 
     def add(self, t: Tracking) -> None:
         """Start polling a new active tracking from intake."""
-        made = self._register(t)
+        made = self._register(t, self.clock.monotonic() - self.clock.now())
         if made is not None:
+            self.probes.active(t.workspace, t.kind).inc()
             entry, due_floor = made
             first_delay = jittered(self.polling.initial_delay_s, self.polling.jitter, self.rng)
             self._schedule_first(entry, max(self.clock.monotonic() + first_delay, due_floor))
 
-    def _register(self, t: Tracking) -> tuple[Entry, float] | None:
-        """The tracking's entry (not yet scheduled) and the earliest time to read it."""
+    def _register(self, t: Tracking, to_mono: float) -> tuple[Entry, float] | None:
+        """The tracking's entry (not yet scheduled) and the earliest time to read it.
+
+        ``to_mono`` turns wall-clock times into monotonic ones (monotonic minus
+        wall, taken once per page by the resume). The caller counts the entry
+        in ``trackings_active``: the resume does so once per page.
+        """
         if t.tracking_id in self.entries or t.state != "active":
             return None
-        entry = Entry(t, self._to_mono(t.deadline_at))
+        entry = Entry(t, t.deadline_at + to_mono)
         due_floor = 0.0
         if t.kind == "schedule":
             self.schedule_follower.adopt(t)
@@ -178,9 +185,8 @@ class Engine:
             verdict = interpret(t.kind, t.remote, self.clients[t.workspace].enums[t.kind])
             entry.fingerprint = verdict.fingerprint
             if verdict.next_run_at is not None:
-                due_floor = self._to_mono(verdict.next_run_at)
+                due_floor = verdict.next_run_at + to_mono
         self.entries[t.tracking_id] = entry
-        self.probes.active(t.workspace, t.kind).inc()
         return entry, due_floor
 
     def _schedule_first(self, entry: Entry, due: float) -> None:
@@ -219,6 +225,8 @@ class Engine:
         share = _LoadShare()
         for page in store.active_pages(page_size):
             count += len(page)
+            to_mono = self.clock.monotonic() - self.clock.now()
+            added: Counter[tuple[str, str]] = Counter()
             for t in page:
                 plan = plans.get(t.workspace)
                 if plan is None:
@@ -227,9 +235,10 @@ class Engine:
                         extra={"fields": {"tracking_id": t.tracking_id, "workspace": t.workspace}},
                     )
                     continue
-                made = self._register(t)
+                made = self._register(t, to_mono)
                 if made is None:
                     continue
+                added[t.workspace, t.kind] += 1
                 entry, due_floor = made
                 entry.resumed = True
                 entry.delay = plan.seeded
@@ -238,6 +247,8 @@ class Engine:
                 offset = plan.window * (plan.placed + self.rng.random()) / plan.count
                 plan.placed += 1
                 self._schedule_first(entry, max(now + offset, due_floor))
+            for (ws, kind), n in added.items():
+                self.probes.active(ws, kind).inc(n)
             await share.turn()
         for ws, plan in plans.items():
             if plan.placed < plan.count:  # counted, then gone before its page
