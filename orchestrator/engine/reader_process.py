@@ -28,7 +28,8 @@ _USER_AGENT = "Python/{}.{} orchestrator-reader".format(*sys.version_info[:2])
 
 class WorkspaceReads:
     """A workspace's status reads as its ``WorkspaceClient`` makes them: same URL,
-    same headers, same timeout, same judgement; a leaner client underneath."""
+    ``Accept`` and bearer token, same total timeout, same judgement; a leaner
+    client underneath (its own User-Agent, and no Accept-Encoding asked)."""
 
     def __init__(self, setup: dict[str, Any]) -> None:
         headers = {"Accept": "application/json", "User-Agent": _USER_AGENT}

@@ -19,8 +19,8 @@ ends are this package, started by this process; nothing else writes there).
 A child that dies fails its reads as transport trouble (read again later by
 the loop); the others go on.
 
-A child reads with ``lean_http`` rather than aiohttp (a quarter of the CPU a
-read, measured in docs/performance.md) and judges each answer with the same
+A child reads with ``lean_http`` rather than aiohttp (about a third of the CPU
+a read, measured in docs/performance.md) and judges each answer with the same
 ``readresult.answered`` as the loop; it imports neither aiohttp nor pydantic,
 so it is ready sooner. Its setup is plain data for the same reason.
 """
