@@ -145,17 +145,21 @@ class Engine:
 
     # -- time ---------------------------------------------------------------
 
+    def _mono_offset(self) -> float:
+        """What turns a wall-clock time into a monotonic one, added to it."""
+        return self.clock.monotonic() - self.clock.now()
+
     def _to_mono(self, wall: float) -> float:
-        return self.clock.monotonic() + (wall - self.clock.now())
+        return wall + self._mono_offset()
 
     def _to_wall(self, mono: float) -> float:
-        return self.clock.now() + (mono - self.clock.monotonic())
+        return mono - self._mono_offset()
 
     # -- adding -------------------------------------------------------------
 
     def add(self, t: Tracking) -> None:
         """Start polling a new active tracking from intake."""
-        made = self._register(t, self.clock.monotonic() - self.clock.now())
+        made = self._register(t, self._mono_offset())
         if made is not None:
             self.probes.active(t.workspace, t.kind).inc()
             entry, due_floor = made
@@ -225,7 +229,7 @@ class Engine:
         share = _LoadShare()
         for page in store.active_pages(page_size):
             count += len(page)
-            to_mono = self.clock.monotonic() - self.clock.now()
+            to_mono = self._mono_offset()
             added: Counter[tuple[str, str]] = Counter()
             for t in page:
                 plan = plans.get(t.workspace)

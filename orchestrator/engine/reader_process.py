@@ -21,7 +21,7 @@ import uvloop
 
 from orchestrator.engine.lean_http import LeanClient
 from orchestrator.engine.readers import decode, encode, result_tuple
-from orchestrator.engine.readresult import ReadResult, answered, trouble
+from orchestrator.engine.readresult import ReadResult, answered, timed_out, trouble
 
 _USER_AGENT = "Python/{}.{} orchestrator-reader".format(*sys.version_info[:2])
 
@@ -47,7 +47,7 @@ class WorkspaceReads:
                 self.templates[kind].replace("{id}", remote_id), self.timeout_s
             )
         except TimeoutError:
-            return trouble("timeout", f"no answer in {self.timeout_s}s", time.monotonic() - started)
+            return timed_out(self.timeout_s, time.monotonic() - started)
         except OSError as exc:
             return trouble("connection", type(exc).__name__, time.monotonic() - started)
         return answered(

@@ -64,6 +64,11 @@ def trouble(kind: str, message: str, duration: float) -> ReadResult:
     return ReadResult(kind, error={"kind": kind, "message": message}, duration=duration)
 
 
+def timed_out(timeout_s: float, duration: float) -> ReadResult:
+    """No answer within the workspace's total request timeout."""
+    return trouble("timeout", f"no answer in {timeout_s}s", duration)
+
+
 def answered(
     status: int,
     raw: bytes,

@@ -18,7 +18,7 @@ import orjson
 from yarl import URL
 
 from orchestrator.config import KINDS, WorkspaceConfig
-from orchestrator.engine.readresult import ReadResult, answered, trouble
+from orchestrator.engine.readresult import ReadResult, answered, timed_out, trouble
 from orchestrator.errors import EnumResolutionError
 from orchestrator.interpret import EnumMap, fallback_enums, resolve_enums
 
@@ -138,11 +138,7 @@ class WorkspaceClient:
                     resp.headers.get("Retry-After") if status in (429, 503) else None
                 )
         except TimeoutError:
-            return trouble(
-                "timeout",
-                f"no answer in {self.cfg.request_timeout_s}s",
-                time.monotonic() - started,
-            )
+            return timed_out(self.cfg.request_timeout_s, time.monotonic() - started)
         except (aiohttp.ClientError, OSError) as exc:
             return trouble("connection", type(exc).__name__, time.monotonic() - started)
         return answered(
