@@ -6,9 +6,13 @@ header, per-request timeout, no redirects, pre-quoted URL), same JSON parsing
 (orjson of the whole body); no scheduling, no interpretation, no store, no
 metrics. ``concurrency`` workers each loop over their share of the ids.
 
-    python bench/baseline.py --url URL --ids-file FILE --concurrency 64 --warmup 1 --duration 5
+    python bench/baseline.py --url URL --ids-file FILE --concurrency 64
 
-Prints one JSON object: polls, cpu_s and wall_s over the measured window.
+It polls from start to finish and is driven through stdin: each ``mark`` line
+is answered on stdout with one JSON object (polls and errors so far, process
+CPU seconds); ``stop`` or the end of stdin ends it. The harness stops and
+continues the process (SIGSTOP/SIGCONT) to take turns with the service, and
+marks the beginning and end of each of its turns.
 """
 
 from __future__ import annotations
@@ -26,15 +30,12 @@ from yarl import URL
 PATH = "/api/workspace/functions/jobs/"
 
 
-async def run(
-    url: str, ids: list[str], concurrency: int, warmup: float, duration: float
-) -> dict[str, float]:
+async def run(url: str, ids: list[str], concurrency: int) -> None:
     session = aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=concurrency + 8, ttl_dns_cache=300), trust_env=False
     )
     headers = {"Accept": "application/json"}
     timeout = aiohttp.ClientTimeout(total=10)
-    counting = False
     polls = 0
     errors = 0
     stop = False
@@ -58,20 +59,20 @@ async def run(
                     orjson.loads(raw)
                 else:
                     errors += 1
-                if counting:
-                    polls += 1
+                polls += 1
 
     tasks = [asyncio.create_task(worker(ids[i::concurrency])) for i in range(concurrency)]
-    await asyncio.sleep(warmup)
-    counting = True
-    cpu0, wall0 = time.process_time(), time.monotonic()
-    await asyncio.sleep(duration)
-    counting = False
-    cpu, wall, done = time.process_time() - cpu0, time.monotonic() - wall0, polls
+    loop = asyncio.get_running_loop()
+    commands = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(commands), sys.stdin)
+    while (line := (await commands.readline()).strip()) not in (b"stop", b""):
+        if line == b"mark":
+            mark = {"polls": polls, "errors": errors, "cpu_s": time.process_time()}
+            sys.stdout.write(orjson.dumps(mark).decode() + "\n")
+            sys.stdout.flush()
     stop = True
     await asyncio.gather(*tasks, return_exceptions=True)
     await session.close()
-    return {"polls": done, "cpu_s": cpu, "wall_s": wall, "errors": errors}
 
 
 def main() -> None:
@@ -79,13 +80,10 @@ def main() -> None:
     parser.add_argument("--url", required=True)
     parser.add_argument("--ids-file", required=True)
     parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--warmup", type=float, default=1.0)
-    parser.add_argument("--duration", type=float, default=5.0)
     args = parser.parse_args()
     with open(args.ids_file) as f:
         ids = [line.strip() for line in f if line.strip()]
-    result = uvloop.run(run(args.url, ids, args.concurrency, args.warmup, args.duration))
-    sys.stdout.write(orjson.dumps(result).decode() + "\n")
+    uvloop.run(run(args.url, ids, args.concurrency))
 
 
 if __name__ == "__main__":

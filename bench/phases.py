@@ -1,4 +1,4 @@
-"""The throughput phases: baseline, intake, saturation, restart, half saturation.
+"""The throughput phases: intake, saturation beside the baseline, restart, half saturation.
 
 Each phase returns plain numbers; ``run.py`` strings them together and
 ``events_phase.py`` does the event-latency and duration-mix phase.
@@ -7,6 +7,8 @@ Each phase returns plain numbers; ``run.py`` strings them together and
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -22,6 +24,7 @@ from bench.procs import (
     CpuMark,
     Serve,
     Simulator,
+    cpu_seconds,
     free_port,
     histogram_quantile,
     rss_bytes,
@@ -50,6 +53,8 @@ class Params:
     # polling.resume_readers of the restart phase's service (the other phases
     # measure steady state, in the service's own loop alone)
     resume_readers: int = 2
+    # turns each of the baseline and the saturated service take (see side_by_side)
+    turns: int = 10
 
 
 PROFILES = {
@@ -87,46 +92,138 @@ async def bulk_jobs(session: aiohttp.ClientSession, sim: str, count: int) -> lis
     return ids
 
 
-async def baseline(sim: Simulator, ids: list[str], p: Params, workdir: Path) -> dict[str, float]:
-    ids_file = workdir / "ids.txt"
-    ids_file.write_text("\n".join(ids) + "\n")
-    args = [
-        sys.executable, str(REPO / "bench" / "baseline.py"), "--url", sim.url, "--ids-file", str(ids_file),
-        "--concurrency", str(p.concurrency), "--warmup", str(p.warmup_s), "--duration", str(p.window_s),
-    ]  # fmt: skip
-    proc = await asyncio.create_subprocess_exec(*args, stdout=subprocess.PIPE)
-    await asyncio.sleep(
-        p.warmup_s + 0.3
-    )  # ids load + warm-up, then measure the simulator alongside
-    sim_cpu = SimCpu(sim)
-    await asyncio.sleep(max(0.1, p.window_s - 0.6))
-    share = sim_cpu.share()
-    out, _ = await proc.communicate()
-    result = orjson.loads(out)
-    return {**result, "simulator_cpu_share": share}
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        raw = f.read()
+    return raw[raw.rindex(")") + 2]
 
 
-def combine_baselines(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The baseline figures over its windows (before and after the service's
-    saturation window, so that a machine that speeds up or slows down during the
-    run moves both sides alike), and each window's own."""
-    polls = sum(r["polls"] for r in runs)
-    out: dict[str, Any] = {
-        "baseline_polls_per_s": polls / sum(r["wall_s"] for r in runs),
-        "baseline_cpu_ms_per_poll": 1000 * sum(r["cpu_s"] for r in runs) / max(1, polls),
-        "baseline_errors": sum(r["errors"] for r in runs),
-        "simulator_cpu_share_baseline": max(r["simulator_cpu_share"] for r in runs),
-        "baseline_windows": [
-            {
-                "polls_per_s": r["polls"] / r["wall_s"],
-                "cpu_ms_per_poll": 1000 * r["cpu_s"] / max(1, r["polls"]),
-                "simulator_cpu_share": r["simulator_cpu_share"],
-            }
-            for r in runs
-        ],
-    }
-    for name, r in zip(("before", "after"), runs, strict=False):
-        out[f"baseline_{name}_polls_per_s"] = r["polls"] / r["wall_s"]
+async def _pause(pid: int) -> None:
+    """SIGSTOP, and wait until the process has stopped (the signal is asynchronous)."""
+    os.kill(pid, signal.SIGSTOP)
+    async with asyncio.timeout(5):
+        while _state(pid) != "T":
+            await asyncio.sleep(0.0005)
+
+
+class Baseline:
+    """``bench/baseline.py`` in its own process, driven through its stdin."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    @classmethod
+    async def start(cls, sim: Simulator, ids: list[str], p: Params, workdir: Path) -> Baseline:
+        ids_file = workdir / "ids.txt"
+        ids_file.write_text("\n".join(ids) + "\n")
+        args = [
+            sys.executable, str(REPO / "bench" / "baseline.py"), "--url", sim.url,
+            "--ids-file", str(ids_file), "--concurrency", str(p.concurrency),
+        ]  # fmt: skip
+        proc = await asyncio.create_subprocess_exec(
+            *args, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        return cls(proc)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    async def mark(self) -> dict[str, float]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(b"mark\n")
+        async with asyncio.timeout(30):
+            line = await self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("bench/baseline.py exited")
+        mark: dict[str, float] = orjson.loads(line)
+        return mark
+
+    async def stop(self) -> None:
+        if self.proc.returncode is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(b"stop\n")
+            try:
+                async with asyncio.timeout(30):
+                    await self.proc.wait()
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+
+
+async def side_by_side(
+    session: aiohttp.ClientSession, serve: Serve, sim: Simulator, ids: list[str], p: Params,
+    workdir: Path,
+) -> dict[str, Any]:  # fmt: skip
+    """The bare loop and the saturated service, taking turns on the machine.
+
+    Both processes are alive; one is stopped (SIGSTOP) while the other runs, and
+    they alternate ``p.turns`` times each, ``window_s / turns`` seconds a turn.
+    Each side's rate is its polls over the time it ran, its CPU per poll its
+    CPU time over its polls: a machine whose speed drifts within the run (on
+    the team's shared box the bare loop measured 8,815 polls/s in one window
+    and 5,024 a minute later) slows both sides alike instead of whichever was
+    measured then. Reads still in flight at a switch are answered meanwhile
+    and taken up at the next turn, on both sides alike.
+    """
+    await _pause(serve.pid)
+    base = await Baseline.start(sim, ids, p, workdir)
+    turn_s = p.window_s / p.turns
+    walls = {"baseline": 0.0, "service": 0.0}
+    sim_cpu = {"baseline": 0.0, "service": 0.0}
+    cpu: dict[str, list[float]] = {"baseline": [], "service": []}  # first turn's start, last's end
+    polls: dict[str, list[dict[str, float]]] = {"baseline": [], "service": []}
+    turns: list[float] = []  # the baseline's polls/s in each of its turns
+    try:
+        await base.mark()  # started, ids loaded, polling
+        await asyncio.sleep(p.warmup_s)
+        for i in range(2 * p.turns):
+            name = "baseline" if i % 2 == 0 else "service"
+            pid = base.pid if name == "baseline" else serve.pid
+            first, last = i < 2, i >= 2 * p.turns - 2
+            if i > 0:
+                os.kill(pid, signal.SIGCONT)
+            if name == "baseline":
+                start = await base.mark()
+            if first:
+                polls[name].append(
+                    start if name == "baseline" else await scrape(session, serve.url)
+                )
+                cpu[name].append(start["cpu_s"] if name == "baseline" else cpu_seconds(pid))
+            t0, sim0 = time.monotonic(), cpu_seconds(sim.pid)
+            await asyncio.sleep(turn_s)
+            if name == "baseline":
+                end = await base.mark()
+                turns.append((end["polls"] - start["polls"]) / (time.monotonic() - t0))
+            if last:
+                polls[name].append(end if name == "baseline" else await scrape(session, serve.url))
+                cpu[name].append(end["cpu_s"] if name == "baseline" else cpu_seconds(pid))
+            walls[name] += time.monotonic() - t0
+            sim_cpu[name] += cpu_seconds(sim.pid) - sim0
+            await _pause(pid)
+    finally:
+        await base.stop()
+        os.kill(serve.pid, signal.SIGCONT)
+    out: dict[str, Any] = {"saturation_turns": p.turns, "saturation_turn_s": turn_s}
+    for name, prefix in (("baseline", "baseline"), ("service", "orchestrator")):
+        n = polls[name][1]["polls"] - polls[name][0]["polls"]
+        used = cpu[name][1] - cpu[name][0]
+        out[f"{prefix}_polls_per_s"] = n / walls[name]
+        out[f"{prefix}_cpu_ms_per_poll"] = 1000 * used / max(1.0, n)
+    ok = polls["service"][1]["polls_ok"] - polls["service"][0]["polls_ok"]
+    s_polls = polls["service"][1]["polls"] - polls["service"][0]["polls"]
+    out.update(
+        {
+            "baseline_errors": polls["baseline"][1]["errors"],
+            "baseline_turns_polls_per_s": turns,
+            "simulator_cpu_share_baseline": sim_cpu["baseline"] / walls["baseline"],
+            "simulator_cpu_share_saturation": sim_cpu["service"] / walls["service"],
+            "orchestrator_cpu_share_saturation": (cpu["service"][1] - cpu["service"][0])
+            / walls["service"],
+            "saturation_non_ok_polls": s_polls - ok,
+        }
+    )
     return out
 
 
@@ -281,7 +378,8 @@ def new_serve(
 async def throughput(
     session: aiohttp.ClientSession, sim: Simulator, ids: list[str], p: Params, workdir: Path
 ) -> dict[str, Any]:
-    """Intake, saturation (then SIGKILL), restart, half saturation: one database, four processes."""
+    """Intake, saturation taking turns with the baseline (then SIGKILL), restart, half
+    saturation: one database, four service processes."""
     report: dict[str, Any] = {}
     db = workdir / "orchestrator.db"
     serve = new_serve(workdir, "intake", sim, db, polling(3600, 3600), p, 1e6)
@@ -301,14 +399,8 @@ async def throughput(
     # the service sustains afterwards, as the baseline's reads are.
     report["saturation_first_reads_s"] = await first_reads_done(session, serve)
     await asyncio.sleep(p.warmup_s)
-    sat = await measure_polls(session, serve, sim, p.window_s)
-    report["orchestrator_polls_per_s"] = sat["polls_per_s"]
-    report["orchestrator_cpu_ms_per_poll"] = sat["cpu_ms_per_poll"]
-    report["orchestrator_cpu_share_saturation"] = sat["cpu_share"]
-    report["simulator_cpu_share_saturation"] = sat["simulator_cpu_share"]
-    report["saturation_non_ok_polls"] = sat["non_ok"]
+    report.update(await side_by_side(session, serve, sim, ids, p, workdir))
     serve.kill()  # SIGKILL: the restart below resumes from whatever was committed
-    report["baseline_after"] = await baseline(sim, ids, p, workdir)
 
     serve = new_serve(
         workdir, "restart", sim, db, polling(1.0, 30.0), p, p.restart_rate,
@@ -318,7 +410,7 @@ async def throughput(
     report["restart_resume_readers"] = p.resume_readers
     report["restart_exit_code"] = serve.terminate()
 
-    half_rate = sat["polls_per_s"] / 2
+    half_rate = report["orchestrator_polls_per_s"] / 2
     interval = len(ids) / half_rate
     serve = new_serve(workdir, "half", sim, db, polling(interval, interval, 1.0, 0.2), p, 1e6)
     await serve.start(session)

@@ -36,8 +36,6 @@ POSITIVE = (
     "polls_per_terminal_ideal_backoff",
     "polls_per_terminal_ideal_oracle",
     "simulator_cpu_share_baseline",
-    "baseline_before_polls_per_s",
-    "baseline_after_polls_per_s",
     "simulator_cpu_share_saturation",
     "elapsed_s",
 )
@@ -73,6 +71,11 @@ def test_smoke_profile_writes_a_complete_report(tmp_path: Path) -> None:
         value = report[key]
         assert isinstance(value, int | float) and math.isfinite(value) and value >= 0, key
     assert report["cpu_count"] >= 1
+    # The baseline and the saturated service took turns; each baseline turn polled.
+    turns = report["baseline_turns_polls_per_s"]
+    assert len(turns) == report["saturation_turns"] == report["parameters"]["turns"]
+    assert all(isinstance(v, int | float) and v > 0 for v in turns)
+    assert report["baseline_errors"] == 0
     assert report["parameters"]["trackings"] == 300
     assert report["intake_accepted"] == 300
     assert report["restart_resume_readers"] == report["parameters"]["resume_readers"] == 2
