@@ -86,6 +86,36 @@ async def test_reopen_keeps_everything(tmp_path: Path) -> None:
     await reopened.close()
 
 
+async def test_the_wal_file_is_cut_back_after_a_burst_and_removed_at_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    limit = 128 * 1024
+    monkeypatch.setattr("orchestrator.store.sqlite.WAL_LIMIT_BYTES", limit)
+    path = tmp_path / "store.db"
+    wal = Path(str(path) + "-wal")
+    store = await open_store(path)
+    try:
+        # One batch big enough that its commit alone outgrows the limit and
+        # SQLite's automatic checkpoint (1,000 pages).
+        await store.create_trackings([new(i, labels={"pad": "x" * 400}) for i in range(6000)])
+        assert wal.stat().st_size > 4096 * 1000
+        # The commit checkpointed the log; the next writes start it again from
+        # its beginning, which is when the file is cut back.
+        await store.create_trackings([new("after-1")])
+        await store.create_trackings([new("after-2")])
+        assert wal.stat().st_size <= limit
+        assert (await store.get_tracking("trk_after-2")) is not None
+    finally:
+        await store.close()
+    # A clean close checkpoints everything and removes the file.
+    assert not wal.exists()
+    reopened = await open_store(path)
+    try:
+        assert (await reopened.get_tracking("trk_after-2")) is not None
+    finally:
+        await reopened.close()
+
+
 async def test_migrations_apply_once_in_wal_mode(tmp_path: Path) -> None:
     path = tmp_path / "store.db"
     for _ in range(3):
