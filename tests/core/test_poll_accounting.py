@@ -12,8 +12,11 @@ async def test_polls_match_requests_and_metrics(api: Api) -> None:
     for i in range(3):
         rid = await api.script(
             "function_job",
-            [{"after_s": 0, "status": "Queued"}, {"after_s": 0.1 + i * 0.1, "status": "Leased"},
-             {"after_s": 0.3 + i * 0.2, "status": "Completed"}],
+            [
+                {"after_s": 0, "status": "Queued"},
+                {"after_s": 0.1 + i * 0.1, "status": "Leased"},
+                {"after_s": 0.3 + i * 0.2, "status": "Completed"},
+            ],
         )
         ids.append(rid)
     done = []
@@ -31,7 +34,7 @@ async def test_polls_match_requests_and_metrics(api: Api) -> None:
         assert event["data"]["polls"] == final["polls"]
     text = await api.metrics_text()
     counted = sum(
-        float(v) for v in re.findall(r'^orchestrator_polls_total\{[^}]*\} (\S+)$', text, re.M)
+        float(v) for v in re.findall(r"^orchestrator_polls_total\{[^}]*\} (\S+)$", text, re.M)
     )
     assert counted == total_polls
 

@@ -197,10 +197,16 @@ async def test_deadline_while_workspace_is_down_keeps_last_error(api: Api) -> No
 
 async def test_401_and_403_are_transport_trouble_not_outcomes(api: Api) -> None:
     rid = await api.script("function_job", [Q, {"after_s": 0.1, "status": "Completed"}])
-    await api.sim("PUT", "/_sim/faults", {"rules": [
-        {"route": "job_status", "fault": "http_5xx", "status": 401, "max_hits": 2},
-        {"route": "job_status", "fault": "http_5xx", "status": 403, "max_hits": 2},
-    ]})
+    await api.sim(
+        "PUT",
+        "/_sim/faults",
+        {
+            "rules": [
+                {"route": "job_status", "fault": "http_5xx", "status": 401, "max_hits": 2},
+                {"route": "job_status", "fault": "http_5xx", "status": 403, "max_hits": 2},
+            ]
+        },
+    )
     t = await api.track(kind="function_job", remote_id=rid)
     done = await api.wait_terminal(t["tracking_id"])
     assert done["outcome"] == "succeeded"
