@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -152,6 +153,13 @@ class Baseline:
                 await self.proc.wait()
 
 
+async def _sim_reads(session: aiohttp.ClientSession, sim: Simulator) -> float:
+    """Requests the simulator has answered so far (it counts them itself)."""
+    async with session.get(f"{sim.url}/_sim/stats") as resp:
+        total: float = (await resp.json())["total"]
+    return total
+
+
 async def side_by_side(
     session: aiohttp.ClientSession, serve: Serve, sim: Simulator, ids: list[str], p: Params,
     workdir: Path,
@@ -159,72 +167,102 @@ async def side_by_side(
     """The bare loop and the saturated service, taking turns on the machine.
 
     Both processes are alive; one is stopped (SIGSTOP) while the other runs, and
-    they alternate ``p.turns`` times each, ``window_s / turns`` seconds a turn.
-    Each side's rate is its polls over the time it ran, its CPU per poll its
-    CPU time over its polls: a machine whose speed drifts within the run (on
-    the team's shared box the bare loop measured 8,815 polls/s in one window
-    and 5,024 a minute later) slows both sides alike instead of whichever was
-    measured then. Reads still in flight at a switch are answered meanwhile
-    and taken up at the next turn, on both sides alike.
+    they alternate ``p.turns`` times each, ``window_s / turns`` seconds a turn,
+    baseline first. In every turn the same three things are measured for
+    whichever side runs: the reads the simulator answered (only that side is
+    sending), the side's CPU time (``/proc``) and the wall time. Each baseline
+    turn and the service turn after it make a pair; ``ratio`` and
+    ``cpu_ratio`` are the medians of the pairs' ratios, and each side's own
+    figures the medians of its turns. The team's shared machine changes speed
+    from one second to the next (the bare loop measured 5,838 and 9,821
+    polls/s two turns apart): a pair hit by outside load drops out of a
+    median, while it would drag a total. The totals over all turns are in the
+    report too (``saturation_totals``), as are both sides' own counts as a
+    cross-check of the simulator's.
     """
     await _pause(serve.pid)
     base = await Baseline.start(sim, ids, p, workdir)
     turn_s = p.window_s / p.turns
-    walls = {"baseline": 0.0, "service": 0.0}
-    sim_cpu = {"baseline": 0.0, "service": 0.0}
-    cpu: dict[str, list[float]] = {"baseline": [], "service": []}  # first turn's start, last's end
-    polls: dict[str, list[dict[str, float]]] = {"baseline": [], "service": []}
-    turns: list[float] = []  # the baseline's polls/s in each of its turns
+    # per turn: simulator-counted reads, the side's CPU s, wall s, simulator CPU s
+    turns: dict[str, list[tuple[float, float, float, float]]] = {"baseline": [], "service": []}
     try:
-        await base.mark()  # started, ids loaded, polling
+        first_mark = await base.mark()  # started, ids loaded, polling
         await asyncio.sleep(p.warmup_s)
         for i in range(2 * p.turns):
             name = "baseline" if i % 2 == 0 else "service"
             pid = base.pid if name == "baseline" else serve.pid
-            first, last = i < 2, i >= 2 * p.turns - 2
             if i > 0:
                 os.kill(pid, signal.SIGCONT)
-            if name == "baseline":
-                start = await base.mark()
-            if first:
-                polls[name].append(
-                    start if name == "baseline" else await scrape(session, serve.url)
-                )
-                cpu[name].append(start["cpu_s"] if name == "baseline" else cpu_seconds(pid))
-            t0, sim0 = time.monotonic(), cpu_seconds(sim.pid)
+            if i == 0:
+                first_mark = await base.mark()
+            elif i == 1:
+                first_scrape = await scrape(session, serve.url)
+            reads0 = await _sim_reads(session, sim)
+            cpu0, sim0, t0 = cpu_seconds(pid), cpu_seconds(sim.pid), time.monotonic()
             await asyncio.sleep(turn_s)
-            if name == "baseline":
-                end = await base.mark()
-                turns.append((end["polls"] - start["polls"]) / (time.monotonic() - t0))
-            if last:
-                polls[name].append(end if name == "baseline" else await scrape(session, serve.url))
-                cpu[name].append(end["cpu_s"] if name == "baseline" else cpu_seconds(pid))
-            walls[name] += time.monotonic() - t0
-            sim_cpu[name] += cpu_seconds(sim.pid) - sim0
+            t1, cpu1, sim1 = time.monotonic(), cpu_seconds(pid), cpu_seconds(sim.pid)
+            reads = await _sim_reads(session, sim) - reads0
+            turns[name].append((reads, cpu1 - cpu0, t1 - t0, sim1 - sim0))
+            if i == 2 * p.turns - 2:
+                last_mark = await base.mark()
+            elif i == 2 * p.turns - 1:
+                last_scrape = await scrape(session, serve.url)
             await _pause(pid)
     finally:
         await base.stop()
         os.kill(serve.pid, signal.SIGCONT)
-    out: dict[str, Any] = {"saturation_turns": p.turns, "saturation_turn_s": turn_s}
+
+    def rate(t: tuple[float, float, float, float]) -> float:
+        return t[0] / t[2]
+
+    def cpu_ms(t: tuple[float, float, float, float]) -> float:
+        return 1000 * t[1] / max(1.0, t[0])
+
+    b, s = turns["baseline"], turns["service"]
+    pairs = list(zip(b, s, strict=True))
+    totals: dict[str, float] = {}
     for name, prefix in (("baseline", "baseline"), ("service", "orchestrator")):
-        n = polls[name][1]["polls"] - polls[name][0]["polls"]
-        used = cpu[name][1] - cpu[name][0]
-        out[f"{prefix}_polls_per_s"] = n / walls[name]
-        out[f"{prefix}_cpu_ms_per_poll"] = 1000 * used / max(1.0, n)
-    ok = polls["service"][1]["polls_ok"] - polls["service"][0]["polls_ok"]
-    s_polls = polls["service"][1]["polls"] - polls["service"][0]["polls"]
-    out.update(
-        {
-            "baseline_errors": polls["baseline"][1]["errors"],
-            "baseline_turns_polls_per_s": turns,
-            "simulator_cpu_share_baseline": sim_cpu["baseline"] / walls["baseline"],
-            "simulator_cpu_share_saturation": sim_cpu["service"] / walls["service"],
-            "orchestrator_cpu_share_saturation": (cpu["service"][1] - cpu["service"][0])
-            / walls["service"],
-            "saturation_non_ok_polls": s_polls - ok,
-        }
+        polls = sum(t[0] for t in turns[name])
+        totals[f"{prefix}_polls_per_s"] = polls / sum(t[2] for t in turns[name])
+        totals[f"{prefix}_cpu_ms_per_poll"] = 1000 * sum(t[1] for t in turns[name]) / polls
+    totals["ratio"] = totals["orchestrator_polls_per_s"] / totals["baseline_polls_per_s"]
+    totals["cpu_ratio"] = (
+        totals["orchestrator_cpu_ms_per_poll"] / totals["baseline_cpu_ms_per_poll"]
     )
-    return out
+    own = last_scrape["polls"] - first_scrape["polls"]
+    return {
+        "baseline_polls_per_s": statistics.median(rate(t) for t in b),
+        "orchestrator_polls_per_s": statistics.median(rate(t) for t in s),
+        "ratio": statistics.median(rate(ts) / rate(tb) for tb, ts in pairs),
+        "baseline_cpu_ms_per_poll": statistics.median(cpu_ms(t) for t in b),
+        "orchestrator_cpu_ms_per_poll": statistics.median(cpu_ms(t) for t in s),
+        "cpu_ratio": statistics.median(cpu_ms(ts) / cpu_ms(tb) for tb, ts in pairs),
+        "saturation_totals": totals,
+        "saturation_pairs": [
+            {
+                "baseline_polls_per_s": rate(tb),
+                "orchestrator_polls_per_s": rate(ts),
+                "baseline_cpu_ms_per_poll": cpu_ms(tb),
+                "orchestrator_cpu_ms_per_poll": cpu_ms(ts),
+            }
+            for tb, ts in pairs
+        ],
+        "saturation_turns": p.turns,
+        "saturation_turn_s": turn_s,
+        # Each side's own count over its turns (plus the moments between them),
+        # against the simulator's count of the same turns.
+        "baseline_polls_own_count": last_mark["polls"] - first_mark["polls"],
+        "orchestrator_polls_own_count": own,
+        "baseline_polls_simulator_count": sum(t[0] for t in b),
+        "orchestrator_polls_simulator_count": sum(t[0] for t in s),
+        "baseline_errors": last_mark["errors"],
+        "simulator_cpu_share_baseline": sum(t[3] for t in b) / sum(t[2] for t in b),
+        "simulator_cpu_share_saturation": sum(t[3] for t in s) / sum(t[2] for t in s),
+        "orchestrator_cpu_share_saturation": totals["orchestrator_cpu_ms_per_poll"]
+        * totals["orchestrator_polls_per_s"]
+        / 1000,
+        "saturation_non_ok_polls": own - (last_scrape["polls_ok"] - first_scrape["polls_ok"]),
+    }
 
 
 def _item(rid: str) -> dict[str, Any]:

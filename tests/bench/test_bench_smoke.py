@@ -71,10 +71,15 @@ def test_smoke_profile_writes_a_complete_report(tmp_path: Path) -> None:
         value = report[key]
         assert isinstance(value, int | float) and math.isfinite(value) and value >= 0, key
     assert report["cpu_count"] >= 1
-    # The baseline and the saturated service took turns; each baseline turn polled.
-    turns = report["baseline_turns_polls_per_s"]
-    assert len(turns) == report["saturation_turns"] == report["parameters"]["turns"]
-    assert all(isinstance(v, int | float) and v > 0 for v in turns)
+    # The baseline and the saturated service took turns, and polled in each.
+    pairs = report["saturation_pairs"]
+    assert len(pairs) == report["saturation_turns"] == report["parameters"]["turns"]
+    for pair in pairs:
+        assert all(isinstance(v, int | float) and v > 0 for v in pair.values()), pair
+    assert all(v > 0 for v in report["saturation_totals"].values())
+    for side in ("baseline", "orchestrator"):
+        assert report[f"{side}_polls_own_count"] > 0
+        assert report[f"{side}_polls_simulator_count"] > 0
     assert report["baseline_errors"] == 0
     assert report["parameters"]["trackings"] == 300
     assert report["intake_accepted"] == 300
