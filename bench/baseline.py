@@ -12,7 +12,8 @@ It polls from start to finish and is driven through stdin: each ``mark`` line
 is answered on stdout with one JSON object (polls and errors so far, process
 CPU seconds); ``stop`` or the end of stdin ends it. The harness stops and
 continues the process (SIGSTOP/SIGCONT) to take turns with the service, and
-marks the beginning and end of each of its turns.
+marks the start of its first turn and the end of its last (its own count,
+beside the simulator's count of the same turns).
 """
 
 from __future__ import annotations

@@ -186,7 +186,7 @@ async def side_by_side(
     # per turn: simulator-counted reads, the side's CPU s, wall s, simulator CPU s
     turns: dict[str, list[tuple[float, float, float, float]]] = {"baseline": [], "service": []}
     try:
-        first_mark = await base.mark()  # started, ids loaded, polling
+        await base.mark()  # answered once started, its ids loaded and polling
         await asyncio.sleep(p.warmup_s)
         for i in range(2 * p.turns):
             name = "baseline" if i % 2 == 0 else "service"
