@@ -147,7 +147,13 @@ def settle(state: FollowState, result: Scan) -> None:
     if result.pending:
         candidate = min(candidate, min(float(o["at"]) for o in result.pending))
     state.since = max(state.since, candidate)
-    state.reported = {k: at for k, at in state.reported.items() if at >= state.since}
+    # The next query asks From the watermark in milliseconds, truncated: an
+    # occurrence inside that millisecond but before the watermark itself is
+    # still returned, and its key must still say it was reported (dropping it
+    # reported a job created in the millisecond a tracking began once per read).
+    asked_from = as_timestamp(iso(state.since))
+    floor = state.since if asked_from is None else min(state.since, asked_from)
+    state.reported = {k: at for k, at in state.reported.items() if at >= floor}
 
 
 def public(occurrence: Mapping[str, Any]) -> dict[str, Any]:

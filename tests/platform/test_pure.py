@@ -269,6 +269,22 @@ def test_state_round_trip_and_watermark() -> None:
     assert state.since > 100.0 and "job:a" not in state.reported
 
 
+def test_an_occurrence_in_the_watermarks_millisecond_is_reported_once() -> None:
+    # The tracking began 0.4 ms after a job was created on a whole second: the
+    # query From the watermark (milliseconds, truncated) still returns the job.
+    state = FollowState(since=1893456000.0004)
+    rows = [job("j1", 2, "2030-01-01T00:00:00.000Z")], [run("r1", "j1", 1, 1, T0)]
+    first = scan(state, *rows, JOB, RUN)
+    assert [o["key"] for o in first.finished] == ["job:j1"]
+    mark(state, first.finished[0])
+    settle(state, first)
+    for _ in range(3):
+        again = scan(state, *rows, JOB, RUN)
+        assert again.finished == []
+        settle(state, again)
+    assert state.count == 1
+
+
 def test_attempts_keep_only_this_job_in_order() -> None:
     runs = [run("b", "j", 1, 2, T1), run("x", "other", 1, 1, T0), run("a", "j", 2, 1, T0)]
     attempts = attempts_from_runs("j", runs, RUN)
