@@ -9,8 +9,8 @@ metrics. ``concurrency`` workers each loop over their share of the ids.
     python bench/baseline.py --url URL --ids-file FILE --concurrency 64
 
 It polls from start to finish and is driven through stdin: each ``mark`` line
-is answered on stdout with one JSON object (polls and errors so far, process
-CPU seconds); ``stop`` or the end of stdin ends it. The harness stops and
+is answered on stdout with one JSON object (polls and errors so far);
+``stop`` or the end of stdin ends it. The harness stops and
 continues the process (SIGSTOP/SIGCONT) to take turns with the service, and
 marks the start of its first turn and the end of its last (its own count,
 beside the simulator's count of the same turns).
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import time
 
 import aiohttp
 import orjson
@@ -68,7 +67,7 @@ async def run(url: str, ids: list[str], concurrency: int) -> None:
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(commands), sys.stdin)
     while (line := (await commands.readline()).strip()) not in (b"stop", b""):
         if line == b"mark":
-            mark = {"polls": polls, "errors": errors, "cpu_s": time.process_time()}
+            mark = {"polls": polls, "errors": errors}
             sys.stdout.write(orjson.dumps(mark).decode() + "\n")
             sys.stdout.flush()
     stop = True

@@ -258,9 +258,7 @@ async def side_by_side(
         "baseline_errors": last_mark["errors"],
         "simulator_cpu_share_baseline": sum(t[3] for t in b) / sum(t[2] for t in b),
         "simulator_cpu_share_saturation": sum(t[3] for t in s) / sum(t[2] for t in s),
-        "orchestrator_cpu_share_saturation": totals["orchestrator_cpu_ms_per_poll"]
-        * totals["orchestrator_polls_per_s"]
-        / 1000,
+        "orchestrator_cpu_share_saturation": sum(t[1] for t in s) / sum(t[2] for t in s),
         "saturation_non_ok_polls": own - (last_scrape["polls_ok"] - first_scrape["polls_ok"]),
     }
 
