@@ -51,9 +51,6 @@ class Params:
     single_clients: int = 32
     batch_clients: int = 4
     batch_size: int = 1000
-    # polling.resume_readers of the restart phase's service (the other phases
-    # measure steady state, in the service's own loop alone)
-    resume_readers: int = 2
     # turns each of the baseline and the saturated service take (see side_by_side)
     turns: int = 10
 
@@ -401,12 +398,11 @@ def new_serve(
     p: Params,
     rate: float,
     sink: str | None = None,
-    resume_readers: int = 0,
 ) -> Serve:
     port = free_port()
     cfg = serve_config(
         workdir / f"{name}.toml", port=port, db=db, sim_url=sim.url, polling=pol,
-        max_in_flight=p.concurrency, rate=rate, sink_url=sink, resume_readers=resume_readers,
+        max_in_flight=p.concurrency, rate=rate, sink_url=sink,
     )  # fmt: skip
     return Serve(cfg, port, workdir / f"{name}.log")
 
@@ -438,12 +434,8 @@ async def throughput(
     report.update(await side_by_side(session, serve, sim, ids, p, workdir))
     serve.kill()  # SIGKILL: the restart below resumes from whatever was committed
 
-    serve = new_serve(
-        workdir, "restart", sim, db, polling(1.0, 30.0), p, p.restart_rate,
-        resume_readers=p.resume_readers,
-    )  # fmt: skip
+    serve = new_serve(workdir, "restart", sim, db, polling(1.0, 30.0), p, p.restart_rate)
     report.update(await restart(session, serve, p.restart_rate))
-    report["restart_resume_readers"] = p.resume_readers
     report["restart_exit_code"] = serve.terminate()
 
     half_rate = report["orchestrator_polls_per_s"] / 2

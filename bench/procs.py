@@ -131,7 +131,6 @@ def serve_config(
     max_in_flight: int,
     rate: float,
     sink_url: str | None = None,
-    resume_readers: int = 0,
 ) -> Path:
     lines = [
         "[server]",
@@ -143,7 +142,6 @@ def serve_config(
         "[polling]",
         *(f"{k} = {v!r}" for k, v in polling.items()),
         "max_deadline_s = 604800",
-        f"resume_readers = {resume_readers}",
         "[logging]",
         'format = "json"',
         'level = "WARNING"',

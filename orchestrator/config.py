@@ -75,9 +75,6 @@ class PollingConfig(_Section):
     openapi_refresh_s: float = Field(default=300, gt=0)
     # A finished function job's result lists its runs (one admin read per job).
     run_history: bool = True
-    # Child processes that make a restart's first reads beside the service's own
-    # loop (engine/readers.py); 0 keeps every read in the loop.
-    resume_readers: int = Field(default=0, ge=0, le=16)
 
     @model_validator(mode="after")
     def _order(self) -> PollingConfig:

@@ -27,7 +27,6 @@ from orchestrator.api.app import create_app
 from orchestrator.clock import SystemClock
 from orchestrator.config import Settings, api_tokens, split_listen
 from orchestrator.engine.engine import Engine
-from orchestrator.engine.readers import ReaderPool
 from orchestrator.engine.workspace import WorkspaceClient
 from orchestrator.errors import ConfigError
 from orchestrator.events.bus import EventBus
@@ -124,29 +123,19 @@ class Service:
             trust_env=False,
         )
         runner: web.AppRunner | None = None
-        readers: ReaderPool | None = None
         engine_task: asyncio.Task[None] | None = None
         try:
-            if s.polling.resume_readers:
-                # Started before anything is loaded: the children import meanwhile.
-                readers = ReaderPool(s.polling.resume_readers)
-                await readers.spawn()
             clients = {
                 w.name: WorkspaceClient(w, session, os.environ.get(w.token_env) or None)
                 for w in s.workspaces
             }
             engine = Engine(s, store, clock, metrics, bus, EventFactory(s.events), clients)
             await engine.refresh_enums()
-            if readers is not None:
-                readers.configure(clients)
-                engine.readers = readers
             # The pollers start first: they read the first pages of a resume
             # while the later ones load (nothing else reaches the engine before
             # the API listens).
             engine_task = asyncio.create_task(engine.run(), name="engine")
             resumed = await _resume(engine, store)
-            if engine.resume_left == 0:
-                engine.release_readers()
             log.info("resumed active trackings", extra={"fields": {"count": resumed}})
             deliveries = DeliveryService(store, s.events, metrics, clock, bus)
             runtime = Runtime(
@@ -177,8 +166,6 @@ class Service:
                 await asyncio.wait([engine_task])
             if runner is not None:
                 await runner.cleanup()
-            if readers is not None:  # closed by the engine unless start-up failed
-                await readers.close()
             await session.close()
             await store.close()
         log.info("stopped", extra={"fields": {"failed": self.failed}})

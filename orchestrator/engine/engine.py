@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
 from collections import Counter
 
 from orchestrator.aio import wait_event
@@ -22,7 +21,6 @@ from orchestrator.engine.backoff import jittered, next_delay
 from orchestrator.engine.entry import Entry
 from orchestrator.engine.finishing import Finisher, deadline_result
 from orchestrator.engine.probes import PollMetrics
-from orchestrator.engine.readers import ReaderPool
 from orchestrator.engine.readresult import ReadResult
 from orchestrator.engine.scheduler import WorkspaceScheduler
 from orchestrator.engine.workspace import WorkspaceClient
@@ -46,41 +44,6 @@ class _ResumePlan:
         self.window = window
         self.seeded = seeded
         self.placed = 0
-
-
-class _LoadShare:
-    """A third of a busy loop for the resume's load, all of an idle one.
-
-    A page per turn of the loop starved the load when the pollers kept the loop
-    busy: with every tracking due at once (the benchmark's saturation), turns
-    took ~13 ms and 100,000 rows took 66 s to load (2 s before the pollers ran
-    beside it). The load now runs for half of what the rest of the loop's last
-    turn took before it yields again: with pollers behind, it gets a third of
-    the loop and they keep the rest (their reads wait at most a short slice);
-    with nothing else to run, it loads nearly alone. Measured with every
-    tracking due at once: ready in 3.3 s with half the loop, 5.6 s with a
-    third, 6.7 s with a quarter. The rate-limited restart with reader
-    processes finished its first reads as soon with a third as with a page
-    per turn (11.9 / 13.5 s against 11.8 / 11.7 / 13.4 s, alternating), and
-    up to ~0.7 s later with half.
-    """
-
-    __slots__ = ("_since", "_slice")
-
-    MIN_S = 0.0003  # about one page
-    MAX_S = 0.02
-
-    def __init__(self) -> None:
-        self._slice = self.MIN_S
-        self._since = time.perf_counter()
-
-    async def turn(self) -> None:
-        if time.perf_counter() - self._since < self._slice:
-            return
-        yielded = time.perf_counter()
-        await asyncio.sleep(0)
-        self._since = time.perf_counter()
-        self._slice = min(self.MAX_S, max(self.MIN_S, (self._since - yielded) / 2))
 
 
 class Engine:
@@ -129,15 +92,12 @@ class Engine:
         self._stop = asyncio.Event()
         self._writer_stop = asyncio.Event()
         self._workers: list[asyncio.Task[None]] = []
-        # Reader processes for the resume's first reads (see ``readers``), and
-        # how many resumed trackings still await theirs.
-        self.readers: ReaderPool | None = None
+        # How many resumed trackings still await their first read.
         self.resume_left = 0
         # Per workspace, read by orchestrator_resume_pending at scrape time: a
         # gauge child's dec() (a label lookup and a lock) was a tenth of the
         # loop's time per first read during a restart.
         self._resume_left_by_ws: dict[str, int] = {}
-        self._closing_readers: set[asyncio.Task[None]] = set()
 
     @property
     def stopping(self) -> bool:
@@ -196,7 +156,7 @@ class Engine:
     def _schedule_first(self, entry: Entry, due: float) -> None:
         self.schedulers[entry.workspace].schedule(entry, min(due, entry.deadline_mono))
 
-    async def resume(self, store: Store, page_size: int = 20) -> int:
+    async def resume(self, store: Store, page_size: int = 500) -> int:
         """Resume every active tracking after a restart; returns how many.
 
         Rows are read a page at a time and kept only as compact entries, so the
@@ -205,8 +165,7 @@ class Engine:
         workspace's rate limit needs for all of them: no burst above the limit.
         The spread is planned from the counts, so each page is scheduled as it
         is read and pollers already running read the first pages while the
-        later ones load; the pages are read in slices between turns of the
-        loop (``_LoadShare``).
+        later ones load.
         """
         counts = await store.active_counts()
         now = self.clock.monotonic()
@@ -226,8 +185,9 @@ class Engine:
                 plans[ws] = _ResumePlan(n, window, seeded)
                 self._pending(ws, n)
         count = 0
-        share = _LoadShare()
-        for page in store.active_pages(page_size):
+        after: str | None = None
+        while page := await store.load_active(after, page_size):
+            after = page[-1].tracking_id
             count += len(page)
             to_mono = self._mono_offset()
             added: Counter[tuple[str, str]] = Counter()
@@ -253,7 +213,6 @@ class Engine:
                 self._schedule_first(entry, max(now + offset, due_floor))
             for (ws, kind), n in added.items():
                 self.probes.active(ws, kind).inc(n)
-            await share.turn()
         for ws, plan in plans.items():
             if plan.placed < plan.count:  # counted, then gone before its page
                 self._pending(ws, plan.placed - plan.count)
@@ -274,16 +233,6 @@ class Engine:
         entry.resumed = False
         self._resume_left_by_ws[entry.workspace] -= 1
         self.resume_left -= 1
-        if self.resume_left == 0:
-            self.release_readers()
-
-    def release_readers(self) -> None:
-        """Reads handed over so far are still answered; every later one is the loop's."""
-        readers, self.readers = self.readers, None
-        if readers is not None:
-            task = asyncio.ensure_future(readers.close())
-            self._closing_readers.add(task)
-            task.add_done_callback(self._closing_readers.discard)
 
     # -- polling ------------------------------------------------------------
 
@@ -291,20 +240,12 @@ class Engine:
         ws, kind = entry.workspace, entry.kind
         probes = self.probes
         probes.lateness(ws).observe(max(0.0, self.clock.monotonic() - entry.due))
-        readers = None
         if entry.resumed:
-            readers = self.readers
-            # Closing the readers after the last first read starts on a later
-            # turn of the loop: this read is handed over before.
             self.first_read_done(entry)
         if kind == "schedule":
             await self.schedule_follower.poll(entry, gen)
             return
-        handed = None if readers is None else readers.read(ws, kind, entry.remote_id, entry.digest)
-        if handed is not None:
-            result = await handed
-        else:
-            result = await self.clients[ws].read(kind, entry.remote_id, entry.digest)
+        result = await self.clients[ws].read(kind, entry.remote_id, entry.digest)
         if gen != entry.gen:
             return  # abandoned while the read was in flight
         if result.unchanged and entry.last_error is None and self._unchanged(entry, result):
@@ -526,8 +467,6 @@ class Engine:
                 self.metrics.enum_source.labels(workspace=name, kind=kind).set(fallback)
             if ok:
                 log.info("enums read from OpenAPI", extra={"fields": {"workspace": name}})
-        if self.readers is not None:
-            self.readers.update_keys(self.clients)
 
     async def _enum_refresher(self) -> None:
         while not self._stop.is_set():
@@ -566,9 +505,6 @@ class Engine:
                 for task in still:
                     task.cancel()
                 await asyncio.wait(still, timeout=1.0)
-        self.release_readers()
-        if self._closing_readers:
-            await asyncio.wait(list(self._closing_readers))
         if self.finisher.tasks:
             await asyncio.wait(list(self.finisher.tasks))
         await self._checkpoint()

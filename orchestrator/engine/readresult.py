@@ -1,10 +1,7 @@
-"""One HTTP exchange with a workspace, classified: the same judgement for every client.
+"""One HTTP exchange with a workspace, classified.
 
-The loop reads with aiohttp (``workspace.WorkspaceClient``); reader processes
-read with ``lean_http``. Both hand the status line, the raw body and the
-Retry-After header to ``answered`` and transport trouble to ``trouble``, so a
-read means the same thing whichever process made it. This module imports
-neither aiohttp nor pydantic: a reader process starts without them.
+The transport hands the status line, the raw body and the Retry-After header
+to ``answered`` and transport trouble to ``trouble``; nothing here does I/O.
 """
 
 from __future__ import annotations

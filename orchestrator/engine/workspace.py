@@ -56,15 +56,6 @@ class WorkspaceClient:
             spelled = repr(sorted((path, sorted(m.items())) for path, m in enum_map.values.items()))
             self._digest_keys[kind] = hashlib.blake2b(spelled.encode(), digest_size=32).digest()
 
-    @property
-    def digest_keys(self) -> dict[str, bytes]:
-        return self._digest_keys
-
-    @digest_keys.setter
-    def digest_keys(self, keys: dict[str, bytes]) -> None:
-        """A reader process digests with its service's keys (see ``readers``)."""
-        self._digest_keys = dict(keys)
-
     def route_template(self, kind: str) -> str:
         return self._templates[kind]
 

@@ -12,7 +12,7 @@ backend chooses how to persist them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -193,13 +193,6 @@ class Store(Protocol):
 
     async def active_counts(self) -> dict[str, int]:
         """Active trackings per workspace (a resume plans its first reads with them)."""
-
-    def active_pages(self, page_size: int) -> Iterator[list[Tracking]]:
-        """Every active tracking, as ``load_active`` pages them, read synchronously.
-
-        For the resume, which reads them while the pollers already run: made in
-        the calling thread between two turns of the loop, never in another one.
-        """
 
     async def record_polls(self, updates: Sequence[PollUpdate]) -> None:
         """Persist non-terminal poll results (and their status_changed events).

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from orchestrator.errors import StoreError, StoreUnavailable
@@ -94,12 +94,6 @@ class MemoryStore:
     async def active_counts(self) -> dict[str, int]:
         self._read()
         return dict(Counter(t.workspace for t in self._trackings.values() if t.state == "active"))
-
-    def active_pages(self, page_size: int) -> Iterator[list[Tracking]]:
-        after = None
-        while page := self._active(after, page_size):
-            after = page[-1].tracking_id
-            yield page
 
     async def load_active(
         self, after: str | None = None, limit: int | None = None

@@ -16,7 +16,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -43,8 +43,6 @@ _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 CACHE_KIB = 32_768
 MIN_SQLITE = (3, 35, 0)
 BUSY_TIMEOUT_MS = 5000
-RESUME_MMAP_BYTES = 1 << 30
-RESUME_BATCH = 250
 # A burst (a big intake, writes while the resume's long read holds checkpoints
 # back) grows the WAL file; SQLite reuses it but never shrinks it on its own.
 # Past this size it is cut back whenever the log restarts from its beginning.
@@ -227,47 +225,6 @@ class SqliteStore:
 
     async def active_counts(self) -> dict[str, int]:
         return {str(ws): int(n) for ws, n in await self._read(queries.ACTIVE_COUNTS, ())}
-
-    def active_pages(self, page_size: int) -> Iterator[list[Tracking]]:
-        # A connection of its own, read in the caller's thread: the resume reads
-        # these pages while the pollers run, and a second thread stepping rows
-        # (sqlite3 gives up the GIL at every row) then waits up to a switch
-        # interval for the loop's thread at each one: 1.3 s of loading became
-        # 3 s beside the readers, and 9 s a page with the loop saturated.
-        if self._reader is None:
-            raise StoreUnavailable("store is closed")
-        try:
-            conn = sqlite3.connect(
-                f"{self.path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None
-            )
-        except sqlite3.Error as exc:
-            raise _store_error(exc, "store read failed") from exc
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            # Read through a mapping rather than a read() per page: a third less
-            # time for 100,000 rows here (0.63 -> 0.42 s). Unmapped on close.
-            conn.execute(f"PRAGMA mmap_size = {RESUME_MMAP_BYTES}")
-            # A statement per batch, so that no read transaction spans the load:
-            # one held open while the first reads' results were written kept
-            # every checkpoint back and grew the WAL to 1.1 GB in the benchmark.
-            # The batch is stepped a page at a time, and the loop runs between
-            # pages: fetching a whole batch at once held the loop for 2-4 ms,
-            # each first read waited out such holds on its way through the loop,
-            # and with max_in_flight reads in flight fewer of them got done.
-            after = ""
-            while True:
-                cursor = conn.execute(queries.ACTIVE_TRACKINGS, (after, RESUME_BATCH))
-                got = 0
-                while rows := cursor.fetchmany(page_size):
-                    got += len(rows)
-                    after = rows[-1][0]
-                    yield [_rows.tracking(row) for row in rows]
-                if got < RESUME_BATCH:
-                    break
-        except sqlite3.Error as exc:
-            raise _store_error(exc, "store read failed") from exc
-        finally:
-            conn.close()
 
     async def list_trackings(self, query: TrackingQuery) -> tuple[list[Tracking], str | None]:
         limit = clamp_limit(query.limit)

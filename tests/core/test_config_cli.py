@@ -45,7 +45,7 @@ def test_environment_overrides(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
         ("[polling]\nmax_delay_s = -1\n", "polling.max_delay_s"),
         ('[server]\nlisten = "nowhere"\n', "server.listen"),
         ("[polling]\nbogus = 1\n", "polling.bogus"),
-        ("[polling]\nresume_readers = -1\n", "polling.resume_readers"),
+        ("[polling]\nresume_readers = 2\n", "polling.resume_readers"),
         ('[[workspaces]]\nname = "default"\nbase_url = "ftp://x"\n', "workspaces.0.base_url"),
         (
             '[[workspaces]]\nname = "a"\n[workspaces.paths]\nfunction_job = "/jobs"\n',

@@ -8,13 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
 
 from orchestrator.simulator import start_simulator
 from tests.serveproc import ServeProcess, free_port
 
 
-def write_config(tmp_path: Path, sim_url: str, port: int, resume_readers: int = 0) -> Path:
+def write_config(tmp_path: Path, sim_url: str, port: int) -> Path:
     cfg = tmp_path / "orchestrator.toml"
     cfg.write_text(
         f"""
@@ -27,7 +26,6 @@ shutdown_grace_s = 2
 path = "{tmp_path / "orch.db"}"
 
 [polling]
-resume_readers = {resume_readers}
 initial_delay_s = 0.05
 max_delay_s = 0.3
 not_found_min_s = 0.2
@@ -65,11 +63,10 @@ async def _script(session: aiohttp.ClientSession, sim: str, kind: str, end: str,
         return str((await resp.json())["id"])
 
 
-@pytest.mark.parametrize("readers", [0, 2], ids=["loop", "reader-processes"])
-async def test_sigkill_mid_run_loses_nothing(tmp_path: Path, readers: int) -> None:
+async def test_sigkill_mid_run_loses_nothing(tmp_path: Path) -> None:
     sim = await start_simulator(host="127.0.0.1", port=0, profile="fast", seed=3)
     port = free_port()
-    cfg = write_config(tmp_path, sim.url, port, resume_readers=readers)
+    cfg = write_config(tmp_path, sim.url, port)
     serve = ServeProcess(cfg, port, tmp_path / "serve.log")
     base = f"http://127.0.0.1:{port}"
     try:
