@@ -133,6 +133,8 @@ class WorkspaceConfig(_Section):
     max_in_flight: int = Field(default=64, ge=1, le=10_000)
     max_requests_per_second: float = Field(default=500, gt=0)
     request_timeout_s: float = Field(default=10, gt=0)
+    # Rows asked for per page of a Function operations list route (its Limit).
+    list_page_size: int = Field(default=200, ge=1, le=1000)
     paths: WorkspacePaths = Field(default_factory=WorkspacePaths)
 
     @field_validator("name")

@@ -27,7 +27,7 @@ from orchestrator.api.app import create_app
 from orchestrator.clock import SystemClock
 from orchestrator.config import Settings, api_tokens, split_listen
 from orchestrator.engine.engine import Engine
-from orchestrator.engine.workspace import WorkspaceClient
+from orchestrator.engine.workspace import workspace_client
 from orchestrator.errors import ConfigError
 from orchestrator.events.bus import EventBus
 from orchestrator.events.cloudevents import EventFactory
@@ -126,7 +126,9 @@ class Service:
         engine_task: asyncio.Task[None] | None = None
         try:
             clients = {
-                w.name: WorkspaceClient(w, session, os.environ.get(w.token_env) or None)
+                w.name: workspace_client(
+                    w, session, os.environ.get(w.token_env) or None, clock.monotonic
+                )
                 for w in s.workspaces
             }
             engine = Engine(s, store, clock, metrics, bus, EventFactory(s.events), clients)

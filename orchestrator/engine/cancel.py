@@ -30,19 +30,16 @@ async def cancel(engine: Engine, tracking_id: str) -> CancelAnswer | None:
     if entry is None:
         return None
     client = engine.clients[entry.workspace]
-    scheduler = engine.schedulers[entry.workspace]
-    now_m = engine.clock.monotonic()
-    if scheduler.blocked_until > now_m:
+    blocked = client.gate.blocked_for()
+    if blocked > 0:
         return CancelAnswer(
             503,
             entry.remote_status,
             "the workspace asked us to wait (Retry-After)",
-            retry_after=scheduler.blocked_until - now_m,
+            retry_after=blocked,
         )
     fresh = await client.read(entry.kind, entry.remote_id)
     engine.probes.polled(entry.workspace, entry.kind, fresh.result, fresh.duration)
-    if fresh.retry_after is not None:
-        scheduler.block(engine.clock.monotonic() + fresh.retry_after)
     if fresh.result != "ok":
         return CancelAnswer(502, entry.remote_status, f"fresh status read failed: {fresh.result}")
     verdict = interpret(entry.kind, fresh.body, client.enums[entry.kind])
@@ -51,8 +48,6 @@ async def cancel(engine: Engine, tracking_id: str) -> CancelAnswer | None:
             409, verdict.remote_status, "the remote status does not allow cancelling"
         )
     answer = await client.cancel(entry.remote_id)
-    if answer.retry_after is not None:
-        scheduler.block(engine.clock.monotonic() + answer.retry_after)
     if answer.http_status is not None and 200 <= answer.http_status < 300:
         engine.nudge(tracking_id)
         return CancelAnswer(202, verdict.remote_status, "cancel accepted by the workspace")

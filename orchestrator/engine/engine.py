@@ -74,18 +74,13 @@ class Engine:
         self.finisher = Finisher(self)
         self.schedulers = {
             name: WorkspaceScheduler(
-                name,
-                client.cfg.max_in_flight,
-                client.cfg.max_requests_per_second,
-                clock.monotonic,
-                self._poll,
-                self.finisher.expire,
+                name, client.gate, clock.monotonic, self._poll, self.finisher.expire
             )
             for name, client in clients.items()
         }
-        for name, scheduler in self.schedulers.items():
-            # Read at scrape time: no gauge update on the per-poll path.
-            self.metrics.in_flight.labels(workspace=name).set_function(scheduler.in_flight_now)
+        for name, client in clients.items():
+            # Read at scrape time: no gauge update on the per-request path.
+            self.metrics.in_flight.labels(workspace=name).set_function(client.gate.in_flight)
         # The platform's other surfaces: schedule trackings and function-job run history.
         self.schedule_follower = ScheduleFollower(self)
         self.run_history = RunHistory(self)
@@ -298,8 +293,6 @@ class Engine:
                 verdict = None
         self.probes.polled(ws, kind, label, r.duration)
         self.probes.set_up(ws, r.answered)
-        if r.retry_after is not None:
-            scheduler.block(now_m + r.retry_after)
 
         changed = False
         event = None

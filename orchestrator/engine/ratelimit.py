@@ -17,6 +17,13 @@ class TokenBucket:
         self._tokens = self.burst
         self._last = now
 
+    def wait(self, now: float) -> float:
+        """Seconds from ``now`` until a token is there (0.0: one is), taking none."""
+        tokens = self._tokens
+        if now > self._last:
+            tokens = min(self.burst, tokens + (now - self._last) * self.rate)
+        return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self.rate
+
     def take(self, now: float) -> float:
         """Take one token; return 0.0, or how many seconds to wait before trying again."""
         tokens = self._tokens

@@ -76,8 +76,11 @@ def answered(
 ) -> ReadResult:
     """An HTTP answer judged: a 2xx body parsed (or found unchanged), anything else classified.
 
-    ``retry_after_header`` is only looked at on 429 and 503.
+    A ``Retry-After`` is read from any answer that carries one.
     """
+    retry_after = (
+        None if retry_after_header is None else parse_retry_after(retry_after_header, time.time())
+    )
     if status in (200, 201, 202):
         # Most reads find the job as it was: a digest of the bytes spares
         # parsing and interpreting them again (128 bits: no collision to fear).
@@ -88,7 +91,12 @@ def answered(
         )
         if seen_now is not None and seen_now == seen:
             return ReadResult(
-                "ok", http_status=status, duration=duration, digest=seen_now, unchanged=True
+                "ok",
+                http_status=status,
+                retry_after=retry_after,
+                duration=duration,
+                digest=seen_now,
+                unchanged=True,
             )
         try:
             body = orjson.loads(raw)
@@ -96,15 +104,18 @@ def answered(
             return ReadResult(
                 "invalid_response",
                 http_status=status,
+                retry_after=retry_after,
                 error={"kind": "invalid_response", "message": "body is not JSON", "status": status},
                 duration=duration,
             )
-        return ReadResult("ok", http_status=status, body=body, duration=duration, digest=seen_now)
-    retry_after = (
-        parse_retry_after(retry_after_header, time.time())
-        if retry_after_header is not None and status in (429, 503)
-        else None
-    )
+        return ReadResult(
+            "ok",
+            http_status=status,
+            body=body,
+            retry_after=retry_after,
+            duration=duration,
+            digest=seen_now,
+        )
     result = classify_status(status)
     error = None
     if result != "not_found":

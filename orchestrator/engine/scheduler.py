@@ -1,11 +1,11 @@
 """One workspace's scheduler: a heap of due times read by a bounded pool of pollers.
 
 There is no task per tracking: ``max_in_flight`` worker coroutines each take the
-earliest due entry from the heap (after a token from the workspace's rate limit)
-and read it. A worker that finds nothing due parks until a timer or a newly
-scheduled entry wakes it; under load no worker ever parks, so a read costs no
-hand-over between tasks. ``Retry-After`` blocks the whole workspace: nothing is
-taken before it passes.
+earliest due entry from the heap, once the workspace's gate could let a request
+out, and read it (the gate itself enforces the limits). A worker that finds
+nothing due parks until a timer or a newly scheduled entry wakes it; under load
+no worker ever parks, so a read costs no hand-over between tasks. While a
+``Retry-After`` holds the gate, nothing is taken.
 """
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from orchestrator.engine.ratelimit import TokenBucket
-
 if TYPE_CHECKING:
     from orchestrator.engine.entry import Entry
+    from orchestrator.engine.gate import WorkspaceGate
 
 log = logging.getLogger("orchestrator.engine")
 
@@ -40,8 +39,7 @@ class WorkspaceScheduler:
     def __init__(
         self,
         name: str,
-        max_in_flight: int,
-        rate: float,
+        gate: WorkspaceGate,
         monotonic: Callable[[], float],
         poll: Handler,
         expire: Expired,
@@ -52,22 +50,12 @@ class WorkspaceScheduler:
         self._expire = expire
         self._heap: list[tuple[float, int, int, Entry]] = []
         self._seq = itertools.count()
-        # A bucket lets through its burst plus a second's refill in any one
-        # second: refilling at the limit less the burst keeps every one-second
-        # window within the limit, while a small burst (a fiftieth of a second's
-        # worth) spares the pollers a timer per request.
-        burst = max(1.0, rate / 50)
-        self.bucket = TokenBucket(rate - (burst - 1.0), burst=burst, now=monotonic())
-        self.blocked_until = 0.0
-        self.max_in_flight = max_in_flight
+        self.gate = gate
+        self.max_in_flight = gate.max_in_flight
         self._idle: deque[asyncio.Future[None]] = deque()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
         self._stopping = False
-        self.in_flight = 0
-
-    def in_flight_now(self) -> float:
-        return float(self.in_flight)
 
     def __len__(self) -> int:
         return len(self._heap)
@@ -80,10 +68,6 @@ class WorkspaceScheduler:
         if self._idle and self._heap[0][3] is entry:
             # A new earliest entry: a parked worker looks again (and re-arms the timer).
             self._wake_one()
-
-    def block(self, until: float) -> None:
-        if until > self.blocked_until:
-            self.blocked_until = until
 
     def stop(self) -> None:
         self._stopping = True
@@ -132,15 +116,16 @@ class WorkspaceScheduler:
             if due > now:
                 self._arm(due)
                 return None
-            if self.blocked_until > now:
+            blocked_until = self.gate.blocked_until
+            if blocked_until > now:
                 heapq.heappop(heap)
                 if entry.deadline_mono <= now:
                     # Retry-After forbids the last read: the deadline still holds.
                     entry.gen += 1
                     return entry
-                self.schedule(entry, min(self.blocked_until, entry.deadline_mono))
+                self.schedule(entry, min(blocked_until, entry.deadline_mono))
                 continue
-            wait = self.bucket.take(now)
+            wait = self.gate.wait_s(now)
             if wait > 0:
                 self._arm(now + wait)
                 return None
@@ -171,7 +156,6 @@ class WorkspaceScheduler:
                 await self._expire(item)
                 continue
             entry, gen = item
-            self.in_flight += 1
             try:
                 await self._poll(entry, gen)
             except Exception:
@@ -183,5 +167,3 @@ class WorkspaceScheduler:
                 )
                 if gen == entry.gen:
                     self.schedule(entry, self._mono() + 30.0)
-            finally:
-                self.in_flight -= 1

@@ -1,7 +1,9 @@
-"""One configured Moltaro workspace: its HTTP reads, its enums, its limits.
+"""One configured Moltaro workspace: its routes, its enums, and every request to it.
 
-Routes always resolve against the workspace's configured base URL; nothing
-from input ever chooses a host.
+Each request passes the workspace's gate (in-flight slots, rate limit,
+Retry-After) and goes out through the transport; the answer is classified the
+same way whoever asked. Routes always resolve against the workspace's
+configured base URL; nothing from input ever chooses a host.
 """
 
 from __future__ import annotations
@@ -9,16 +11,17 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import aiohttp
 import orjson
-from yarl import URL
 
 from orchestrator.config import KINDS, WorkspaceConfig
+from orchestrator.engine.gate import WorkspaceGate
 from orchestrator.engine.readresult import ReadResult, answered, timed_out, trouble
+from orchestrator.engine.transport import AiohttpTransport, Transport, TransportError
 from orchestrator.errors import EnumResolutionError
 from orchestrator.interpret import EnumMap, fallback_enums, resolve_enums
 
@@ -29,17 +32,18 @@ class WorkspaceClient:
     def __init__(
         self,
         cfg: WorkspaceConfig,
-        session: aiohttp.ClientSession,
+        transport: Transport,
         token: str | None,
+        gate: WorkspaceGate,
     ) -> None:
         self.cfg = cfg
         self.name = cfg.name
-        self._session = session
+        self._transport = transport
+        self.gate = gate
         self.token = token
         self._headers = {"Accept": "application/json"}
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
-        self._timeout = aiohttp.ClientTimeout(total=cfg.request_timeout_s)
         self._templates = {
             "function_job": cfg.paths.function_job,
             "net_operation_build": cfg.paths.net_operation_build,
@@ -108,33 +112,29 @@ class WorkspaceClient:
         seen: bytes | None = None,
         digest_key: bytes | None = None,
     ) -> ReadResult:
-        started = time.monotonic()
         headers = self._headers
         if body is not None:
             headers = {**headers, "Content-Type": "application/json"}
-        try:
-            # encoded=True: the id was validated to URL-safe characters, and
-            # skipping re-quoting keeps the hot path cheap.
-            async with self._session.request(
-                method,
-                URL(url, encoded=True),
-                headers=headers,
-                data=body,
-                timeout=self._timeout,
-                allow_redirects=False,
-            ) as resp:
-                raw = await resp.read()
-                status = resp.status
-                retry_after_header = (
-                    resp.headers.get("Retry-After") if status in (429, 503) else None
-                )
-        except TimeoutError:
-            return timed_out(self.cfg.request_timeout_s, time.monotonic() - started)
-        except (aiohttp.ClientError, OSError) as exc:
-            return trouble("connection", type(exc).__name__, time.monotonic() - started)
-        return answered(
-            status, raw, retry_after_header, time.monotonic() - started, seen, digest_key
+        timeout_s = self.cfg.request_timeout_s
+        async with self.gate:
+            started = time.monotonic()
+            try:
+                answer = await self._transport.send(method, url, headers, body, timeout_s)
+            except TimeoutError:
+                return timed_out(timeout_s, time.monotonic() - started)
+            except TransportError as exc:
+                return trouble("connection", str(exc), time.monotonic() - started)
+        result = answered(
+            answer.status,
+            answer.body,
+            answer.retry_after,
+            time.monotonic() - started,
+            seen,
+            digest_key,
         )
+        if result.retry_after:
+            self.gate.block(result.retry_after)
+        return result
 
     async def load_enums(self) -> bool:
         """Resolve every kind's enums from the installed OpenAPI document.
@@ -142,29 +142,15 @@ class WorkspaceClient:
         Returns True when all came from the document. On any failure the
         documented fallback stays in force (visible in metrics and logs).
         """
-        url = self.cfg.base_url + self.cfg.openapi_path
-        try:
-            async with self._session.get(
-                URL(url, encoded=True),
-                headers=self._headers,
-                timeout=self._timeout,
-                allow_redirects=False,
-            ) as resp:
-                if resp.status != 200:
-                    raise EnumResolutionError(f"OpenAPI document answered HTTP {resp.status}")
-                document = orjson.loads(await resp.read())
-        except (aiohttp.ClientError, OSError, TimeoutError, orjson.JSONDecodeError) as exc:
+        read = await self._request("GET", self.cfg.base_url + self.cfg.openapi_path)
+        if read.result != "ok" or read.http_status != 200 or not isinstance(read.body, dict):
+            reason = read.result if read.result != "ok" else f"HTTP {read.http_status}"
             log.warning(
-                "OpenAPI document unreachable; using documented enum values",
-                extra={"fields": {"workspace": self.name, "error": type(exc).__name__}},
+                "OpenAPI document unreachable or unusable; using documented enum values",
+                extra={"fields": {"workspace": self.name, "error": reason}},
             )
             return False
-        except EnumResolutionError as exc:
-            log.warning(
-                "OpenAPI document unusable; using documented enum values",
-                extra={"fields": {"workspace": self.name, "error": str(exc)}},
-            )
-            return False
+        document = read.body
         ok = True
         for kind in KINDS:
             try:
@@ -178,3 +164,14 @@ class WorkspaceClient:
                 )
         self._key_digests()
         return ok
+
+
+def workspace_client(
+    cfg: WorkspaceConfig,
+    session: aiohttp.ClientSession,
+    token: str | None,
+    monotonic: Callable[[], float],
+) -> WorkspaceClient:
+    """A client of ``cfg``'s workspace over aiohttp, behind a gate of its own."""
+    gate = WorkspaceGate(cfg.max_requests_per_second, cfg.max_in_flight, monotonic)
+    return WorkspaceClient(cfg, AiohttpTransport(session), token, gate)

@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import os
 import sys
+import time
 from typing import Any
 from urllib.parse import quote
 
@@ -19,7 +20,7 @@ import aiohttp
 import orjson
 
 from orchestrator.config import WorkspaceConfig
-from orchestrator.engine.workspace import WorkspaceClient
+from orchestrator.engine.workspace import workspace_client
 from orchestrator.platform.discovery import DiscoveryError, execution_model
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
@@ -73,7 +74,7 @@ async def _from_workspace(
         cfg = WorkspaceConfig(base_url=url)
     except ValueError as exc:
         return EXIT_FAILED, None, f"--workspace-url: {exc}"
-    client = WorkspaceClient(cfg, session, os.environ.get(cfg.token_env) or None)
+    client = workspace_client(cfg, session, os.environ.get(cfg.token_env) or None, time.monotonic)
     try:
         answer = await execution_model(client, key)
     except DiscoveryError as exc:

@@ -11,7 +11,6 @@ from orchestrator.platform.wire import get_ci, list_items, text
 
 Row = Mapping[str, Any]
 
-PAGE_LIMIT = 200
 MAX_PAGES = 10
 
 
@@ -32,8 +31,9 @@ async def read_rows(
     seen: set[str] = set()
     upper: str | None = None
     read = ReadResult("ok")
+    page_size = client.cfg.list_page_size
     for _ in range(MAX_PAGES):
-        params = {**query, "Limit": str(PAGE_LIMIT)}
+        params = {**query, "Limit": str(page_size)}
         if upper is not None:
             params["To"] = upper
         read = await client.call("GET", path, query=params)
@@ -57,7 +57,7 @@ async def read_rows(
             rows.append(row)
             fresh += 1
         total = get_ci(read.body, "Total")
-        if not isinstance(total, int) or len(rows) >= total or len(items) < PAGE_LIMIT:
+        if not isinstance(total, int) or len(rows) >= total or len(items) < page_size:
             break
         times = [t for t in (text(r, time_field) for r in items) if t is not None]
         if not fresh or not times:

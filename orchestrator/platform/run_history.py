@@ -74,17 +74,14 @@ class RunHistory:
         created = as_timestamp(get_ci(model, "CreatedAt"))
         if function_id is None or created is None:
             return None, "the job carries no BusinessFunctionId or CreatedAt to filter runs by"
-        scheduler = eng.schedulers[entry.workspace]
-        if scheduler.blocked_until > eng.clock.monotonic():
-            return None, "the workspace asked us to wait (Retry-After)"
         client = eng.clients[entry.workspace]
+        if client.gate.blocked_for() > 0:
+            return None, "the workspace asked us to wait (Retry-After)"
         query = {"FunctionId": function_id, "From": iso(created) or ""}
         runs, read = await read_rows(
             client, client.cfg.paths.function_runs, query, "RunId", "StartedAt"
         )
         eng.probes.admin_request(entry.workspace, "function_runs", read.result)
-        if read.retry_after is not None:
-            scheduler.block(eng.clock.monotonic() + read.retry_after)
         if runs is None:
             status = f"HTTP {read.http_status}" if read.http_status is not None else read.result
             return None, f"GET {client.cfg.paths.function_runs} failed: {status}"

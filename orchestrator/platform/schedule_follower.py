@@ -109,8 +109,6 @@ class ScheduleFollower:
         eng = self.engine
         eng.probes.polled(ws, KIND, read.result, read.duration)
         eng.probes.set_up(ws, read.answered)
-        if read.retry_after is not None:
-            eng.schedulers[ws].block(eng.clock.monotonic() + read.retry_after)
 
     async def _read_occurrences(
         self, entry: Entry, followed: _Followed

@@ -73,15 +73,12 @@ class RetryStopper:
         if entry is None:
             return None
         client = eng.clients[entry.workspace]
-        scheduler = eng.schedulers[entry.workspace]
         paths = client.cfg.paths
         statuses = client.enums[_KIND].values.get("status", {})
-        now_m = eng.clock.monotonic()
-        if scheduler.blocked_until > now_m:
+        blocked = client.gate.blocked_for()
+        if blocked > 0:
             return StopAnswer(
-                503,
-                "the workspace asked us to wait (Retry-After)",
-                retry_after=scheduler.blocked_until - now_m,
+                503, "the workspace asked us to wait (Retry-After)", retry_after=blocked
             )
         version = expected_modified_at
         if version is None:
@@ -154,6 +151,4 @@ class RetryStopper:
         eng.probes.admin_request(
             ws, "stop_retries" if method == "POST" else "operations_job", read.result
         )
-        if read.retry_after is not None:
-            eng.schedulers[ws].block(eng.clock.monotonic() + read.retry_after)
         return read

@@ -80,7 +80,7 @@ async def simulator_middleware(request: web.Request, handler: Handler) -> web.St
                 await asyncio.sleep(rule.latency_s)
             elif rule.fault == "reset":
                 st.log.count(group, 0)
-                if st.log.enabled and rid is not None:
+                if st.log.enabled:
                     st.log.record(rid, now, request.method, request.path, group, 0)
                 if request.transport is not None:
                     request.transport.abort()
@@ -96,8 +96,7 @@ async def simulator_middleware(request: web.Request, handler: Handler) -> web.St
     st.log.count(group, response.status)
     if st.log.enabled:
         rid = request.get(SIM_ID, rid)
-        if rid is not None:
-            st.log.record(rid, now, request.method, request.path, group, response.status)
+        st.log.record(rid, now, request.method, request.path, group, response.status)
     return response
 
 

@@ -1,4 +1,7 @@
-"""Per-id request log and per-route counters, bounded and cheap to append to."""
+"""Per-id request log, one timeline of every request, and per-route counters.
+
+Each is bounded and cheap to append to.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from typing import Any
 
 PER_ID = 10_000
 MAX_IDS = 200_000
+TIMELINE = 100_000
 
 
 class RequestLog:
@@ -14,12 +18,21 @@ class RequestLog:
         self.enabled = enabled
         self._by_id: dict[str, deque[tuple[float, str, str, str, int]]] = {}
         self._counts: dict[tuple[str, int], int] = {}
+        # Every request but the control API's, in arrival order, whatever it
+        # names (list pages name no id): what a rate limit is checked against.
+        self._timeline: deque[tuple[float, str, str, str, int]] = deque(maxlen=TIMELINE)
 
     def count(self, route: str, status: int) -> None:
         key = (route, status)
         self._counts[key] = self._counts.get(key, 0) + 1
 
-    def record(self, rid: str, t: float, method: str, path: str, route: str, status: int) -> None:
+    def record(
+        self, rid: str | None, t: float, method: str, path: str, route: str, status: int
+    ) -> None:
+        if route != "control":
+            self._timeline.append((t, method, path, route, status))
+        if rid is None:
+            return
         entries = self._by_id.get(rid)
         if entries is None:
             if len(self._by_id) >= MAX_IDS:
@@ -27,11 +40,10 @@ class RequestLog:
             entries = self._by_id[rid] = deque(maxlen=PER_ID)
         entries.append((t, method, path, route, status))
 
-    def requests(self, rid: str) -> list[dict[str, Any]]:
-        return [
-            {"t": t, "method": m, "path": p, "route": r, "status": s}
-            for t, m, p, r, s in self._by_id.get(rid, ())
-        ]
+    def requests(self, rid: str | None) -> list[dict[str, Any]]:
+        """The requests naming ``rid``; every request (the timeline) for None."""
+        rows = self._timeline if rid is None else self._by_id.get(rid, ())
+        return [{"t": t, "method": m, "path": p, "route": r, "status": s} for t, m, p, r, s in rows]
 
     def stats(self) -> dict[str, Any]:
         routes: dict[str, dict[str, int]] = {}
@@ -42,3 +54,4 @@ class RequestLog:
     def clear(self) -> None:
         self._by_id.clear()
         self._counts.clear()
+        self._timeline.clear()

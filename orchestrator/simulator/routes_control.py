@@ -192,9 +192,10 @@ async def create_jobs_bulk(request: web.Request) -> web.Response:
 
 
 async def requests_log(request: web.Request) -> web.Response:
+    """``?id=``: the requests naming that id; without it, every request in order."""
     rid = request.query.get("id")
-    if not rid:
-        raise BadRequest("The id query parameter is required.")
+    if rid == "":
+        raise BadRequest("The id query parameter, when given, must not be empty.")
     return json_response({"requests": request.app[STATE].log.requests(rid)})
 
 

@@ -159,8 +159,14 @@ async def test_request_log_records_every_request_naming_the_id(
     assert entries[1]["method"] == "GET" and entries[1]["path"] == made["status_url"]
     status, body = await call(client, "GET", "/_sim/requests?id=job-unknown")
     assert body == {"requests": []}
-    status, _ = await call(client, "GET", "/_sim/requests")
+    status, _ = await call(client, "GET", "/_sim/requests?id=")
     assert status == 400
+    status, body = await call(client, "GET", "/_sim/requests")
+    # Without an id: every request but the control API's, in arrival order.
+    everything = body["requests"]
+    assert status == 200 and [e["route"] for e in everything].count("job_status") == 3
+    assert all(e["route"] != "control" for e in everything)
+    assert [e["t"] for e in everything] == sorted(e["t"] for e in everything)
     status, stats = await call(client, "GET", "/_sim/stats")
     assert stats["routes"]["job_status"]["200"] == 3 and stats["total"] >= 5
 

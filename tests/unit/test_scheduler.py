@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from orchestrator.engine.gate import WorkspaceGate
 from orchestrator.engine.ratelimit import TokenBucket
 from orchestrator.engine.scheduler import WorkspaceScheduler
 from orchestrator.store.base import Tracking
@@ -56,7 +57,8 @@ async def test_dispatch_order_rate_limit_and_bad_poll_isolation() -> None:
     async def expire(entry: Entry) -> None:
         raise AssertionError("no deadline here")
 
-    sched = WorkspaceScheduler("w", 2, rate=1000, monotonic=loop.time, poll=poll, expire=expire)
+    gate = WorkspaceGate(1000, 2, loop.time)
+    sched = WorkspaceScheduler("w", gate, monotonic=loop.time, poll=poll, expire=expire)
     entries = [Entry(_tracking(i), deadline_mono=loop.time() + 1e6) for i in range(5)]
     now = loop.time()
     # Scheduled out of order; dispatched by due time.
@@ -87,9 +89,10 @@ async def test_blocked_workspace_dispatches_nothing_until_retry_after() -> None:
     async def expire(entry: Entry) -> None:
         times.append(-1.0)
 
-    sched = WorkspaceScheduler("w", 1, rate=1000, monotonic=loop.time, poll=poll, expire=expire)
+    gate = WorkspaceGate(1000, 1, loop.time)
+    sched = WorkspaceScheduler("w", gate, monotonic=loop.time, poll=poll, expire=expire)
     start = loop.time()
-    sched.block(start + 0.3)
+    gate.block(0.3)
     live = Entry(_tracking(1), deadline_mono=start + 10)
     dying = Entry(_tracking(2), deadline_mono=start + 0.1)
     sched.schedule(live, start)
@@ -118,12 +121,13 @@ async def test_read_handed_over_before_a_retry_after_waits_for_it() -> None:
         if entry.remote_id == "j-1":
             # The answer to the first read carries Retry-After: 0.3 s.
             await asyncio.sleep(0.05)
-            sched.block(loop.time() + 0.3)
+            gate.block(0.3)
 
     async def expire(entry: Entry) -> None:
         raise AssertionError("no deadline here")
 
-    sched = WorkspaceScheduler("w", 1, rate=1000, monotonic=loop.time, poll=poll, expire=expire)
+    gate = WorkspaceGate(1000, 1, loop.time)
+    sched = WorkspaceScheduler("w", gate, monotonic=loop.time, poll=poll, expire=expire)
     start = loop.time()
     first = Entry(_tracking(1), deadline_mono=start + 10)
     second = Entry(_tracking(2), deadline_mono=start + 10)

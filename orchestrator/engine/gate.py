@@ -1,0 +1,85 @@
+"""One workspace's gate: every request the service makes to it passes here.
+
+A request holds one of ``max_in_flight`` slots (an anyio ``CapacityLimiter``),
+then takes a token of the ``max_requests_per_second`` bucket, and waits out any
+``Retry-After`` the workspace has given; only then does it go out. Nothing else
+keeps rate state: the scheduler only asks the gate how long until a request
+could start, so that it does not take work it cannot send yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+
+import anyio
+
+from orchestrator.engine.ratelimit import TokenBucket
+
+
+class WorkspaceGate:
+    def __init__(
+        self,
+        rate: float,
+        max_in_flight: int,
+        monotonic: Callable[[], float],
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._mono = monotonic
+        self._sleep = sleep
+        # A bucket lets through its burst plus a second's refill in any one
+        # second: refilling at the limit less the burst keeps every one-second
+        # window within the limit, while a small burst (a fiftieth of a second's
+        # worth) spares a timer per request.
+        self.burst = max(1.0, rate / 50)
+        self._bucket = TokenBucket(rate - (self.burst - 1.0), burst=self.burst, now=monotonic())
+        self._slots = anyio.CapacityLimiter(max_in_flight)
+        self.max_in_flight = max_in_flight
+        self.blocked_until = 0.0
+
+    def block(self, seconds: float) -> None:
+        """The workspace said Retry-After: nothing goes out for ``seconds``."""
+        until = self._mono() + seconds
+        if until > self.blocked_until:
+            self.blocked_until = until
+
+    def blocked_for(self) -> float:
+        """Seconds left of a Retry-After, or 0."""
+        return max(0.0, self.blocked_until - self._mono())
+
+    def wait_s(self, now: float) -> float:
+        """How long from ``now`` until a request could start (0: now)."""
+        return max(self.blocked_until - now, self._bucket.wait(now))
+
+    def in_flight(self) -> float:
+        return float(self._slots.borrowed_tokens)
+
+    async def __aenter__(self) -> None:
+        try:
+            self._slots.acquire_nowait()
+        except anyio.WouldBlock:
+            await self._slots.acquire()
+        try:
+            # The slot first, then the token: the request starts as its token
+            # is taken, so no wait for a slot can bunch requests into a window.
+            while True:
+                now = self._mono()
+                if self.blocked_until > now:
+                    await self._sleep(self.blocked_until - now)
+                    continue
+                wait = self._bucket.take(now)
+                if wait <= 0:
+                    return
+                await self._sleep(wait)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._slots.release()
