@@ -27,7 +27,6 @@ from orchestrator.api.app import create_app
 from orchestrator.clock import SystemClock
 from orchestrator.config import Settings, api_tokens, split_listen
 from orchestrator.engine.engine import Engine
-from orchestrator.engine.workspace import workspace_client
 from orchestrator.errors import ConfigError
 from orchestrator.events.bus import EventBus
 from orchestrator.events.cloudevents import EventFactory
@@ -38,6 +37,7 @@ from orchestrator.looplag import LoopLagMonitor
 from orchestrator.metrics import Metrics
 from orchestrator.runtime import Runtime
 from orchestrator.store.sqlite import SqliteStore
+from orchestrator.workspace.client import workspace_client
 
 log = logging.getLogger("orchestrator.service")
 

@@ -21,9 +21,7 @@ from orchestrator.engine.backoff import jittered, next_delay
 from orchestrator.engine.entry import Entry
 from orchestrator.engine.finishing import Finisher, deadline_result
 from orchestrator.engine.probes import PollMetrics
-from orchestrator.engine.readresult import ReadResult
 from orchestrator.engine.scheduler import WorkspaceScheduler
-from orchestrator.engine.workspace import WorkspaceClient
 from orchestrator.engine.writer import PollWriter
 from orchestrator.events.bus import EventBus
 from orchestrator.events.cloudevents import EventFactory
@@ -32,6 +30,8 @@ from orchestrator.metrics import Metrics
 from orchestrator.platform.run_history import RunHistory
 from orchestrator.platform.schedule_follower import ScheduleFollower
 from orchestrator.store.base import PollUpdate, Store, Tracking
+from orchestrator.workspace.client import WorkspaceClient
+from orchestrator.workspace.readresult import ReadResult
 
 log = logging.getLogger("orchestrator.engine")
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from orchestrator.engine.entry import Entry
-    from orchestrator.engine.gate import WorkspaceGate
+    from orchestrator.workspace.gate import WorkspaceGate
 
 log = logging.getLogger("orchestrator.engine")
 

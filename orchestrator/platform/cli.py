@@ -20,8 +20,8 @@ import aiohttp
 import orjson
 
 from orchestrator.config import WorkspaceConfig
-from orchestrator.engine.workspace import workspace_client
 from orchestrator.platform.discovery import DiscoveryError, execution_model
+from orchestrator.workspace.client import workspace_client
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 EXIT_UNKNOWN = 1

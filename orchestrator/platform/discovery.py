@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from orchestrator.engine.readresult import ReadResult
-from orchestrator.engine.workspace import WorkspaceClient
 from orchestrator.errors import OrchestratorError
 from orchestrator.platform.enums import resolve_platform_enums
 from orchestrator.platform.execution_model import CatalogSnapshot, explain
 from orchestrator.platform.wire import list_items
+from orchestrator.workspace.client import WorkspaceClient
+from orchestrator.workspace.readresult import ReadResult
 
 _LISTS = ("function_catalog", "binding_summaries", "api_functions", "function_schedules")
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrator.engine.readresult import ReadResult
-from orchestrator.engine.workspace import WorkspaceClient
 from orchestrator.platform.wire import get_ci, list_items, text
+from orchestrator.workspace.client import WorkspaceClient
+from orchestrator.workspace.readresult import ReadResult
 
 Row = Mapping[str, Any]
 

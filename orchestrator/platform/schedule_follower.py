@@ -25,11 +25,11 @@ import orjson
 
 from orchestrator.clock import iso
 from orchestrator.engine.backoff import jittered, next_delay
-from orchestrator.engine.readresult import ReadResult
 from orchestrator.platform.occurrences import FollowState, Scan, mark, public, scan, settle
 from orchestrator.platform.operations import read_rows
 from orchestrator.platform.wire import as_timestamp, get_ci, text
 from orchestrator.store.base import PollUpdate, Tracking
+from orchestrator.workspace.readresult import ReadResult
 
 if TYPE_CHECKING:
     from orchestrator.engine.engine import Engine

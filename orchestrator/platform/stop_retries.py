@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.engine.readresult import ReadResult
 from orchestrator.platform.wire import enum_name, get_ci, text
+from orchestrator.workspace.readresult import ReadResult
 
 if TYPE_CHECKING:
     from orchestrator.engine.engine import Engine

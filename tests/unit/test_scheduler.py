@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from orchestrator.engine.gate import WorkspaceGate
-from orchestrator.engine.ratelimit import TokenBucket
 from orchestrator.engine.scheduler import WorkspaceScheduler
 from orchestrator.store.base import Tracking
+from orchestrator.workspace.gate import WorkspaceGate
+from orchestrator.workspace.ratelimit import TokenBucket
 
 
 def _tracking(i: int) -> Tracking:

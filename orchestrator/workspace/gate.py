@@ -15,7 +15,7 @@ from types import TracebackType
 
 import anyio
 
-from orchestrator.engine.ratelimit import TokenBucket
+from orchestrator.workspace.ratelimit import TokenBucket
 
 
 class WorkspaceGate:

@@ -19,11 +19,11 @@ import aiohttp
 import orjson
 
 from orchestrator.config import KINDS, WorkspaceConfig
-from orchestrator.engine.gate import WorkspaceGate
-from orchestrator.engine.readresult import ReadResult, answered, timed_out, trouble
-from orchestrator.engine.transport import AiohttpTransport, Transport, TransportError
 from orchestrator.errors import EnumResolutionError
 from orchestrator.interpret import EnumMap, fallback_enums, resolve_enums
+from orchestrator.workspace.gate import WorkspaceGate
+from orchestrator.workspace.readresult import ReadResult, answered, timed_out, trouble
+from orchestrator.workspace.transport import AiohttpTransport, Transport, TransportError
 
 log = logging.getLogger("orchestrator.workspace")
 
