@@ -10,7 +10,6 @@ from aiohttp import web
 from orchestrator.api.trackings import active_function_job, json_response, read_json
 from orchestrator.errors import ApiProblem
 from orchestrator.platform.discovery import DiscoveryError, execution_model
-from orchestrator.platform.stop_retries import RetryStopper
 from orchestrator.runtime import RUNTIME
 
 routes = web.RouteTableDef()
@@ -83,7 +82,7 @@ async def stop_retries(request: web.Request) -> web.Response:
         request, "Cannot stop retries", "only function jobs have a retry chain"
     )
     expected = _expected_version(await read_json(request) if request.can_read_body else None)
-    answer = await RetryStopper(rt.engine).stop(tracking.tracking_id, expected)
+    answer = await rt.engine.stop_retries(tracking.tracking_id, expected)
     if answer is None:
         raise ApiProblem(409, "Already terminal", "the tracking has just ended")
     body = answer.body(tracking.tracking_id, tracking.remote_id)

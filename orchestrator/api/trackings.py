@@ -11,7 +11,6 @@ from aiohttp import web
 
 from orchestrator.api.intake import follow_up_items, validate_intake
 from orchestrator.api.models import MAX_BATCH, Kind
-from orchestrator.engine.cancel import cancel
 from orchestrator.errors import ApiProblem
 from orchestrator.metrics import OUTCOMES
 from orchestrator.resource import tracking_resource
@@ -207,7 +206,7 @@ async def cancel_tracking(request: web.Request) -> web.Response:
     tracking = await active_function_job(
         request, "Not cancellable", "only function jobs can be cancelled"
     )
-    answer = await cancel(rt.engine, tracking.tracking_id)
+    answer = await rt.engine.cancel(tracking.tracking_id)
     if answer is None:
         raise ApiProblem(409, "Already terminal", "the tracking has just ended")
     body = {

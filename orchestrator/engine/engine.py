@@ -15,23 +15,25 @@ import random
 from collections import Counter
 
 from orchestrator.aio import wait_event
-from orchestrator.clock import Clock, iso
+from orchestrator.clock import Clock
 from orchestrator.config import Settings
-from orchestrator.engine.backoff import jittered, next_delay
+from orchestrator.engine.backoff import jittered
+from orchestrator.engine.cancel import CancelAnswer, cancel
+from orchestrator.engine.decision import Decision, NextPollReason, decide
 from orchestrator.engine.entry import Entry
-from orchestrator.engine.finishing import Finisher, deadline_result
+from orchestrator.engine.finishing import FINISH_RETRY_S, Finisher
 from orchestrator.engine.probes import PollMetrics
 from orchestrator.engine.scheduler import WorkspaceScheduler
 from orchestrator.engine.writer import PollWriter
 from orchestrator.events.bus import EventBus
 from orchestrator.events.cloudevents import EventFactory
-from orchestrator.interpret import Phase, Verdict, interpret
+from orchestrator.kinds import handlers
+from orchestrator.kinds.base import Judgement, KindHandler
 from orchestrator.metrics import Metrics
 from orchestrator.platform.run_history import RunHistory
-from orchestrator.platform.schedule_follower import ScheduleFollower
-from orchestrator.store.base import PollUpdate, Store, Tracking
+from orchestrator.platform.stop_retries import RetryStopper, StopAnswer
+from orchestrator.store.base import NewEvent, PollUpdate, Store, Tracking
 from orchestrator.workspace.client import WorkspaceClient
-from orchestrator.workspace.readresult import ReadResult
 
 log = logging.getLogger("orchestrator.engine")
 
@@ -71,7 +73,7 @@ class Engine:
             store, bus, settings.store.commit_interval_s, settings.store.max_batch
         )
         self.probes = PollMetrics(metrics)
-        self.finisher = Finisher(self)
+        self.finisher = Finisher(store, self.writer, events, self.probes, clock, self)
         self.schedulers = {
             name: WorkspaceScheduler(
                 name, client.gate, clock.monotonic, self._poll, self.finisher.expire
@@ -81,9 +83,12 @@ class Engine:
         for name, client in clients.items():
             # Read at scrape time: no gauge update on the per-request path.
             self.metrics.in_flight.labels(workspace=name).set_function(client.gate.in_flight)
-        # The platform's other surfaces: schedule trackings and function-job run history.
-        self.schedule_follower = ScheduleFollower(self)
-        self.run_history = RunHistory(self)
+        history = None
+        if settings.polling.run_history:
+            history = RunHistory(
+                lambda ws, result: self.probes.admin_request(ws, "function_runs", result)
+            )
+        self.handlers: dict[str, KindHandler] = handlers(history)
         self._stop = asyncio.Event()
         self._writer_stop = asyncio.Event()
         self._workers: list[asyncio.Task[None]] = []
@@ -131,24 +136,13 @@ class Engine:
         if t.tracking_id in self.entries or t.state != "active":
             return None
         entry = Entry(t, t.deadline_at + to_mono)
-        due_floor = 0.0
-        if t.kind == "schedule":
-            self.schedule_follower.adopt(t)
-        elif t.remote_digest is not None and t.remote_fingerprint is not None:
-            # An ordinary in-progress body (no NextRunAt): its digest and fingerprint
-            # stand for it. Keyed by the enums it was judged with, the digest simply
-            # fails to match if they have changed since.
-            entry.fingerprint = t.remote_fingerprint
-            entry.digest = t.remote_digest
-        elif t.remote is not None:
-            verdict = interpret(t.kind, t.remote, self.clients[t.workspace].enums[t.kind])
-            entry.fingerprint = verdict.fingerprint
-            if verdict.next_run_at is not None:
-                due_floor = verdict.next_run_at + to_mono
+        fingerprint, digest, not_before = self.handlers[t.kind].adopt(t, self.clients[t.workspace])
+        entry.fingerprint, entry.digest = fingerprint, digest
         self.entries[t.tracking_id] = entry
-        return entry, due_floor
+        return entry, 0.0 if not_before is None else not_before + to_mono
 
     def _schedule_first(self, entry: Entry, due: float) -> None:
+        entry.reason = NextPollReason.FIRST_READ
         self.schedulers[entry.workspace].schedule(entry, min(due, entry.deadline_mono))
 
     async def resume(self, store: Store, page_size: int = 500) -> int:
@@ -232,173 +226,104 @@ class Engine:
     # -- polling ------------------------------------------------------------
 
     async def _poll(self, entry: Entry, gen: int) -> None:
-        ws, kind = entry.workspace, entry.kind
-        probes = self.probes
-        probes.lateness(ws).observe(max(0.0, self.clock.monotonic() - entry.due))
+        self.probes.lateness(entry.workspace).observe(max(0.0, self.clock.monotonic() - entry.due))
         if entry.resumed:
             self.first_read_done(entry)
-        if kind == "schedule":
-            await self.schedule_follower.poll(entry, gen)
-            return
-        result = await self.clients[ws].read(kind, entry.remote_id, entry.digest)
-        if gen != entry.gen:
-            return  # abandoned while the read was in flight
-        if result.unchanged and entry.last_error is None and self._unchanged(entry, result):
-            return
-        await self._handle(entry, result)
+        judgement = await self.handlers[entry.kind].poll(entry, self.clients[entry.workspace])
+        if gen == entry.gen:  # else abandoned while the read was in flight
+            await self._apply(entry, judgement)
 
-    def _unchanged(self, entry: Entry, r: ReadResult) -> bool:
-        """The common read: the same ordinary in-progress body as last time, no error
-        to clear. Counted and rescheduled, nothing written; False leaves the deadline
-        to ``_handle``. Equivalent to ``_handle``'s path for such a read, minus its
-        branches: most reads of a busy service come this way."""
-        now_m = self.clock.monotonic()
-        if now_m >= entry.deadline_mono:
-            return False
-        ws = entry.workspace
-        entry.polls += 1
-        entry.last_polled_at = self.clock.now()
-        entry.nf_count = 0
-        probes = self.probes
-        probes.polled(ws, entry.kind, "ok", r.duration)
-        probes.set_up(ws, True)
-        p = self.polling
-        delay = entry.delay = next_delay(
-            entry.delay, p.initial_delay_s, p.multiplier, p.max_delay_s
-        )
-        due = now_m + jittered(delay, p.jitter, self.rng)
-        self.schedulers[ws].schedule(entry, min(due, entry.deadline_mono))
-        return True
-
-    async def _handle(self, entry: Entry, r: ReadResult) -> None:
+    async def _apply(self, entry: Entry, j: Judgement) -> None:
+        """The one place a poll's decision takes effect: metrics, state, events, schedule."""
         ws, kind = entry.workspace, entry.kind
         now_w, now_m = self.clock.now(), self.clock.monotonic()
-        scheduler = self.schedulers[ws]
+        probes = self.probes
+        for label, duration in j.reads:
+            probes.polled(ws, kind, label, duration)
+        probes.set_up(ws, j.answered)
+        d = decide(entry, j, now_w, now_m, self.polling, self.rng.random())
+        if j.anomaly is not None:
+            self._anomaly(entry, j, d)
         entry.polls += 1
         entry.last_polled_at = now_w
         previous_error = entry.last_error
-        label = r.result
-        error = r.error
-        verdict: Verdict | None = None
-        if r.unchanged:
-            pass  # the same ordinary in-progress body as last time: nothing to judge
-        elif r.result == "ok":
-            verdict = interpret(kind, r.body, self.clients[ws].enums[kind])
-            if verdict.phase is Phase.INVALID:
-                label = "invalid_response"
-                error = {
-                    "kind": "invalid_response",
-                    "message": f"not a status body ({verdict.anomaly})",
-                }
-                verdict = None
-        self.probes.polled(ws, kind, label, r.duration)
-        self.probes.set_up(ws, r.answered)
-
-        changed = False
-        event = None
-        next_run_at: float | None = None
-        if r.unchanged:
-            entry.nf_count = 0
-            entry.last_error = None
-        elif verdict is not None:
-            entry.nf_count = 0
-            entry.last_error = None
-            changed = verdict.fingerprint != entry.fingerprint
-            ordinary = verdict.phase is Phase.PENDING and verdict.next_run_at is None
-            entry.digest = r.digest if ordinary else None
-            if verdict.phase is Phase.ANOMALY:
-                self.probes.anomaly(ws, kind, verdict.anomaly or "unknown")
-                if changed:  # once per anomalous body, not once per read of it
-                    log.warning(
-                        "contract anomaly: kept polling, not reported as success",
-                        extra={
-                            "fields": {
-                                "tracking_id": entry.tracking_id,
-                                "workspace": ws,
-                                "kind": kind,
-                                "remote_id": entry.remote_id,
-                                "reason": verdict.anomaly,
-                                "remote_status": verdict.remote_status,
-                                "missing_evidence": verdict.details.get("missing_evidence"),
-                            }
-                        },
-                    )
-            status_moved = verdict.remote_status != entry.remote_status
-            entry.fingerprint = verdict.fingerprint
-            entry.remote_status = verdict.remote_status
-            if verdict.terminal:
-                result = verdict.result
-                if kind == "function_job" and self.polling.run_history:
-                    gen = entry.gen
-                    result = await self.run_history.attach(entry, r.body, result)
-                    if gen != entry.gen:
-                        return  # abandoned while the runs were read
-                await self.finisher.finish(
-                    entry, verdict.phase.value, result, remote=r.body, polled_at=now_w
-                )
-                return
-            next_run_at = verdict.next_run_at
-            if status_moved and entry.notify == "all":
-                event = self.events.status_changed(
-                    entry.to_tracking(remote=r.body, last_polled_at=now_w), now_w
-                )
-        elif label == "not_found":
-            if entry.nf_count == 0:
-                entry.nf_first = now_w
-            entry.nf_count += 1
-            if (
-                entry.nf_count >= self.polling.not_found_confirmations
-                and now_w - entry.nf_first >= self.polling.not_found_min_s
-            ):
-                result = {
-                    "remote_id": entry.remote_id,
-                    "confirmations": entry.nf_count,
-                    "first_not_found_at": iso(entry.nf_first),
-                    "last_not_found_at": iso(now_w),
-                }
-                await self.finisher.finish(entry, "not_found", result, polled_at=now_w)
-                return
-        else:
-            entry.last_error = error
-
-        if now_m >= entry.deadline_mono:
-            await self.finisher.finish(entry, "deadline_exceeded", deadline_result(entry))
+        entry.fingerprint, entry.digest = d.fingerprint, d.digest
+        entry.remote_status, entry.last_error = d.remote_status, d.last_error
+        entry.nf_count, entry.nf_first = d.nf_count, d.nf_first
+        for snapshot, occurrence in j.occurrences:
+            tracking = entry.to_tracking(remote=snapshot, last_polled_at=now_w)
+            self.writer.add(self._update(entry, now_w, snapshot, changed=True, next_poll_at=now_w,
+                event=self.events.occurrence(tracking, occurrence, now_w)))  # fmt: skip
+        if d.outcome is not None:
+            await self._finish(entry, j, d, now_w)
             return
-
-        p = self.polling
-        entry.delay = next_delay(
-            None if changed else entry.delay, p.initial_delay_s, p.multiplier, p.max_delay_s
-        )
-        due = now_m + jittered(entry.delay, p.jitter, self.rng)
-        if label == "not_found":
-            # Do not let backoff stretch the confirmation window far past its minimum.
-            remaining = entry.nf_first + p.not_found_min_s - now_w
-            due = min(due, now_m + max(remaining, p.initial_delay_s))
-        if next_run_at is not None:
-            due = max(due, self._to_mono(next_run_at))
-        if r.retry_after is not None:
-            due = max(due, now_m + r.retry_after)
-        due = min(due, entry.deadline_mono)
-        scheduler.schedule(entry, due)
+        entry.delay = d.delay
+        entry.reason = d.reason
+        self.schedulers[ws].schedule(entry, d.due)
+        event = None
+        if d.status_moved and entry.notify == "all":
+            event = self.events.status_changed(
+                entry.to_tracking(remote=j.remote, last_polled_at=now_w), now_w
+            )
         # A read that changed nothing is not written: the counters live in the
         # entry (the API shows them from there) and are checkpointed at shutdown
-        # and with the terminal state. Writing every read cost the store's
-        # thread about 40 % of the CPU of the reads themselves.
-        if changed or event is not None or entry.last_error != previous_error:
+        # and with the terminal state.
+        if d.changed or event is not None or entry.last_error != previous_error:
+            remote = j.remote if d.changed else None
             self.writer.add(
-                PollUpdate(
-                    tracking_id=entry.tracking_id,
-                    polls=entry.polls,
-                    last_polled_at=now_w,
-                    next_poll_at=self._to_wall(due),
-                    remote_status=entry.remote_status,
-                    remote=r.body if changed else None,
-                    remote_changed=changed,
-                    fingerprint=entry.fingerprint if changed else None,
-                    digest=entry.digest if changed else None,
-                    last_error=entry.last_error,
-                    event=event,
-                )
+                self._update(entry, now_w, remote, d.changed, self._to_wall(d.due), event)
+            )
+
+    def _update(
+        self,
+        entry: Entry,
+        now_w: float,
+        remote: object,
+        changed: bool,
+        next_poll_at: float,
+        event: NewEvent | None = None,
+    ) -> PollUpdate:
+        return PollUpdate(
+            tracking_id=entry.tracking_id,
+            polls=entry.polls,
+            last_polled_at=now_w,
+            next_poll_at=next_poll_at,
+            remote_status=entry.remote_status,
+            remote=remote,
+            remote_changed=changed,
+            fingerprint=entry.fingerprint if changed else None,
+            digest=entry.digest if changed else None,
+            last_error=entry.last_error,
+            event=event,
+        )
+
+    async def _finish(self, entry: Entry, j: Judgement, d: Decision, now_w: float) -> None:
+        result = d.result
+        if d.conclude:
+            gen = entry.gen
+            client = self.clients[entry.workspace]
+            result = await self.handlers[entry.kind].conclude(entry, client, j)
+            if gen != entry.gen:
+                return  # abandoned while the side reads were made
+        outcome = d.outcome or "deadline_exceeded"
+        await self.finisher.finish(entry, outcome, result, remote=j.remote, polled_at=now_w)
+
+    def _anomaly(self, entry: Entry, j: Judgement, d: Decision) -> None:
+        self.probes.anomaly(entry.workspace, entry.kind, j.anomaly or "unknown")
+        if d.changed:  # once per anomalous body, not once per read of it
+            log.warning(
+                "contract anomaly: kept polling, not reported as success",
+                extra={
+                    "fields": {
+                        "tracking_id": entry.tracking_id,
+                        "workspace": entry.workspace,
+                        "kind": entry.kind,
+                        "remote_id": entry.remote_id,
+                        "reason": j.anomaly,
+                        "remote_status": j.remote_status,
+                        "missing_evidence": j.anomaly_details.get("missing_evidence"),
+                    }
+                },
             )
 
     def live(self, t: Tracking) -> Tracking:
@@ -440,6 +365,58 @@ class Engine:
             "abandoned",
             {"remote_id": entry.remote_id, "last_remote_status": entry.remote_status},
         )
+
+    # -- the finisher's owner ------------------------------------------------
+
+    def release(self, entry: Entry) -> None:
+        if entry.resumed:  # ended (abandoned, expired) before its first read
+            self.first_read_done(entry)
+        self.entries.pop(entry.tracking_id, None)
+
+    def reinstate(self, entry: Entry) -> None:
+        if self.stopping or entry.tracking_id in self.entries:
+            return
+        self.entries[entry.tracking_id] = entry
+        due = self.clock.monotonic() + FINISH_RETRY_S
+        if entry.deadline_mono < due:
+            entry.deadline_mono = due  # a passed deadline ends it on that next read
+        self.schedulers[entry.workspace].schedule(entry, due)
+
+    def ended(self, entry: Entry) -> None:
+        if entry.tracking_id not in self.entries:
+            self.handlers[entry.kind].forget(entry.tracking_id)
+
+    async def cancel(self, tracking_id: str) -> CancelAnswer | None:
+        """A caller's cancel: forwarded only while a fresh read says CanCancel.
+        None when the tracking is no longer active here."""
+        entry = self.entries.get(tracking_id)
+        if entry is None:
+            return None
+        ws, kind = entry.workspace, entry.kind
+        answer = await cancel(
+            self.clients[ws],
+            kind,
+            entry.remote_id,
+            entry.remote_status,
+            lambda result, seconds: self.probes.polled(ws, kind, result, seconds),
+        )
+        if answer.status == 202:
+            self.nudge(tracking_id)
+        return answer
+
+    async def stop_retries(self, tracking_id: str, expected: str | None) -> StopAnswer | None:
+        """Stop a function job's retry chain; None when no longer active here."""
+        entry = self.entries.get(tracking_id)
+        if entry is None:
+            return None
+        ws = entry.workspace
+        stopper = RetryStopper(
+            self.clients[ws], lambda route, result: self.probes.admin_request(ws, route, result)
+        )
+        answer = await stopper.stop(entry.remote_id, expected)
+        if answer.status == 202:
+            self.nudge(tracking_id)
+        return answer
 
     def nudge(self, tracking_id: str) -> None:
         """Read soon (after a cancel), still within the rate limit."""

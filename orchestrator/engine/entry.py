@@ -34,6 +34,7 @@ class Entry:
         "nf_first",
         "notify",
         "polls",
+        "reason",
         "remote_id",
         "remote_status",
         "resumed",
@@ -69,6 +70,7 @@ class Entry:
         self.nf_count = 0
         self.nf_first = 0.0
         self.resumed = False  # resumed at start-up and not read yet by this process
+        self.reason = "first_read"  # why the next read is due when it is
 
     def to_tracking(
         self,

@@ -11,41 +11,57 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from orchestrator.clock import iso
+from orchestrator.clock import Clock
+from orchestrator.engine.decision import deadline_result
 from orchestrator.engine.entry import Entry
+from orchestrator.engine.probes import PollMetrics
+from orchestrator.engine.writer import PollWriter
 from orchestrator.errors import StoreError
-from orchestrator.store.base import Finish, Tracking
-
-if TYPE_CHECKING:
-    from orchestrator.engine.engine import Engine
+from orchestrator.events.cloudevents import EventFactory
+from orchestrator.store.base import Finish, Store, Tracking
 
 log = logging.getLogger("orchestrator.engine")
 
 # After a failed terminal write (store full), look again this much later.
-_FINISH_RETRY_S = 2.0
+FINISH_RETRY_S = 2.0
 
 
-def deadline_result(entry: Entry) -> dict[str, Any]:
-    """What a tracking that ran out of time reports: the id and the latest state."""
-    return {
-        "remote_id": entry.remote_id,
-        "last_remote_status": entry.remote_status,
-        "last_error": entry.last_error,
-        "deadline_at": iso(entry.deadline),
-    }
+class Owner(Protocol):
+    """Who holds the entries (the engine), told of each step of an ending."""
+
+    def release(self, entry: Entry) -> None:
+        """The entry is ending: off the schedule."""
+
+    def reinstate(self, entry: Entry) -> None:
+        """Its terminal write failed (nothing was committed): read it again later."""
+
+    def ended(self, entry: Entry) -> None:
+        """Its terminal state is stored."""
 
 
 class Finisher:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(
+        self,
+        store: Store,
+        writer: PollWriter,
+        events: EventFactory,
+        probes: PollMetrics,
+        clock: Clock,
+        owner: Owner,
+    ) -> None:
+        self._store = store
+        self._writer = writer
+        self._events = events
+        self._probes = probes
+        self._clock = clock
+        self._owner = owner
         self.tasks: set[asyncio.Task[Tracking | None]] = set()
 
     async def expire(self, entry: Entry) -> None:
         """The deadline passed while Retry-After forbade the last read."""
-        self.engine.entries.pop(entry.tracking_id, None)
-        await self.finish(entry, "deadline_exceeded", deadline_result(entry))
+        await self.finish(entry, "deadline_exceeded", deadline_result(entry, entry.last_error))
 
     async def finish(
         self,
@@ -57,9 +73,7 @@ class Finisher:
         polled_at: float | None = None,
     ) -> Tracking | None:
         """Write the terminal state and its event; shielded from cancellation."""
-        if entry.resumed:  # ended (abandoned, expired) before its first read
-            self.engine.first_read_done(entry)
-        self.engine.entries.pop(entry.tracking_id, None)
+        self._owner.release(entry)
         entry.gen += 1
         task = asyncio.ensure_future(self._write(entry, outcome, result, remote, polled_at))
         self.tasks.add(task)
@@ -74,15 +88,15 @@ class Finisher:
         remote: Any,
         polled_at: float | None,
     ) -> Tracking | None:
-        now_w = self.engine.clock.now()
+        now_w = self._clock.now()
         remote_changed = remote is not None
         last_polled_at = polled_at
         try:
             if not remote_changed or last_polled_at is None:
                 # No body in hand (deadline, not found, abandon): the store has
                 # the last one; flush first so that it is the latest.
-                await self.engine.writer.flush()
-                stored = await self.engine.store.get_tracking(entry.tracking_id)
+                await self._writer.flush()
+                stored = await self._store.get_tracking(entry.tracking_id)
                 if stored is not None:
                     if not remote_changed:
                         remote = stored.remote
@@ -95,7 +109,7 @@ class Finisher:
                 last_polled_at=last_polled_at,
                 terminal_at=now_w,
             )
-            event = self.engine.events.terminal(tracking, now_w)
+            event = self._events.terminal(tracking, now_w)
             item = Finish(
                 tracking_id=entry.tracking_id,
                 outcome=outcome,  # type: ignore[arg-type]
@@ -109,20 +123,19 @@ class Finisher:
                 remote_changed=remote_changed,
                 last_error=entry.last_error,
             )
-            done = await self.engine.writer.finish([item])
+            done = await self._writer.finish([item])
         except StoreError as exc:
             # Nothing was committed: keep the tracking active and look again.
             log.warning(
                 "terminal state not stored yet; will read again",
                 extra={"fields": {"tracking_id": entry.tracking_id, "error": str(exc)}},
             )
-            self._reinstate(entry)
+            self._owner.reinstate(entry)
             return None
-        self.engine.probes.active(entry.workspace, entry.kind).dec()
+        self._owner.ended(entry)
+        self._probes.active(entry.workspace, entry.kind).dec()
         if done and done[0]:
-            self.engine.probes.terminal(
-                entry.workspace, entry.kind, outcome, now_w - entry.created_at
-            )
+            self._probes.terminal(entry.workspace, entry.kind, outcome, now_w - entry.created_at)
             log.info(
                 "tracking finished",
                 extra={
@@ -138,13 +151,3 @@ class Finisher:
                 },
             )
         return tracking
-
-    def _reinstate(self, entry: Entry) -> None:
-        if self.engine.stopping or entry.tracking_id in self.engine.entries:
-            return
-        self.engine.entries[entry.tracking_id] = entry
-        due = min(self.engine.clock.monotonic() + _FINISH_RETRY_S, entry.deadline_mono)
-        if due <= self.engine.clock.monotonic():
-            due = self.engine.clock.monotonic() + _FINISH_RETRY_S
-            entry.deadline_mono = due
-        self.engine.schedulers[entry.workspace].schedule(entry, due)

@@ -1,97 +1,140 @@
 """The attempts (runs) of a finished function job, for its terminal result.
 
 A job describes delivery and worker state; a run is one actual execution and
-its business outcome. The job's status model only shows its latest run, so the
-runs are read from Function operations (filtered by the job's function and the
-time since it was created; only rows whose JobId is this job are kept) and put
-beside the job's own fields as ``attempts``. Reading them never changes the
-outcome: on any failure ``attempts`` is null and ``attempts_error`` says why.
+its business outcome. With one attempt the status model's own ``Run`` is the
+whole history, and nothing more is read. With more, the runs are read from
+Function operations, filtered by the job's function and its own window
+(CreatedAt to CompletedAt), keeping the rows whose JobId is this job; jobs of
+one function that finish together share one read. Reading them never changes
+the outcome: on any failure ``attempts`` is null and ``attempts_error`` says why.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
-from orchestrator.clock import iso
-from orchestrator.platform.operations import read_rows
-from orchestrator.platform.wire import as_timestamp, enum_name, get_ci, text
-
-if TYPE_CHECKING:
-    from orchestrator.engine.engine import Engine
-    from orchestrator.engine.entry import Entry
+from orchestrator.platform.operations import Row, read_rows
+from orchestrator.platform.wire import enum_name, get_ci, text
+from orchestrator.workspace.client import WorkspaceClient
+from orchestrator.workspace.readresult import ReadResult, trouble
 
 _KIND = "function_job"
+Attempts = tuple[list[dict[str, Any]] | None, str | None]
+
+
+def _attempt(run: Mapping[str, Any], run_status: Mapping[int, str]) -> dict[str, Any]:
+    return {
+        "run_id": text(run, "RunId"),
+        "attempt": get_ci(run, "Attempt"),
+        "status": enum_name(get_ci(run, "Status"), run_status),
+        "started_at": text(run, "StartedAt"),
+        "completed_at": text(run, "CompletedAt"),
+        "duration_ms": get_ci(run, "DurationMs"),
+        "result_summary": text(run, "ResultSummary"),
+        "error_summary": text(run, "ErrorSummary"),
+    }
 
 
 def attempts_from_runs(
     job_id: str, runs: list[Mapping[str, Any]], run_status: Mapping[int, str]
 ) -> list[dict[str, Any]]:
     """This job's runs, by attempt, in the shape the result carries them."""
-    mine = [r for r in runs if text(r, "JobId") == job_id]
-    out = [
-        {
-            "run_id": text(r, "RunId"),
-            "attempt": get_ci(r, "Attempt"),
-            "status": enum_name(get_ci(r, "Status"), run_status),
-            "started_at": text(r, "StartedAt"),
-            "completed_at": text(r, "CompletedAt"),
-            "duration_ms": get_ci(r, "DurationMs"),
-            "result_summary": text(r, "ResultSummary"),
-            "error_summary": text(r, "ErrorSummary"),
-        }
-        for r in mine
-    ]
+    out = [_attempt(r, run_status) for r in runs if text(r, "JobId") == job_id]
     out.sort(
         key=lambda a: (a["attempt"] if isinstance(a["attempt"], int) else 0, a["started_at"] or "")
     )
     return out
 
 
+def _whole_number(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(slots=True)
+class _Read:
+    """One list read shared by the jobs of one function that finish together."""
+
+    start: str
+    end: str | None
+    done: asyncio.Future[tuple[list[Row] | None, ReadResult]] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+    sent: bool = False
+
+
 class RunHistory:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, on_read: Callable[[str, str], None]) -> None:
+        """``on_read(workspace, result)`` counts each list read made."""
+        self._on_read = on_read
+        self._open: dict[tuple[str, str], _Read] = {}
 
     async def attach(
-        self, entry: Entry, body: Any, result: dict[str, Any] | None
+        self, client: WorkspaceClient, job_id: str, body: Any, result: dict[str, Any] | None
     ) -> dict[str, Any]:
         """``result`` plus ``attempts`` (or ``attempts: null`` and ``attempts_error``)."""
         out = dict(result or {})
         try:
-            attempts, error = await self._read(entry, body)
+            attempts, error = await self._attempts(client, job_id, body)
         except Exception as exc:
             attempts, error = None, f"run history unreadable: {type(exc).__name__}"
         out["attempts"] = attempts
         out["attempts_error"] = error
         return out
 
-    async def _read(
-        self, entry: Entry, body: Any
-    ) -> tuple[list[dict[str, Any]] | None, str | None]:
-        eng = self.engine
+    async def _attempts(self, client: WorkspaceClient, job_id: str, body: Any) -> Attempts:
         model = get_ci(body, "Data") if get_ci(body, "JobId") is None else body
+        run_status = client.enums[_KIND].values.get("run.status", {})
+        current = _whole_number(get_ci(model, "CurrentAttempt"))
+        if current is None or current <= 1:
+            run = get_ci(model, "Run")
+            return ([_attempt(run, run_status)] if isinstance(run, Mapping) else []), None
         function_id = text(model, "BusinessFunctionId") or text(model, "FunctionKey")
-        created = as_timestamp(get_ci(model, "CreatedAt"))
+        created = text(model, "CreatedAt")
         if function_id is None or created is None:
             return None, "the job carries no BusinessFunctionId or CreatedAt to filter runs by"
-        client = eng.clients[entry.workspace]
         if client.gate.blocked_for() > 0:
             return None, "the workspace asked us to wait (Retry-After)"
-        query = {"FunctionId": function_id, "From": iso(created) or ""}
-        runs, read = await read_rows(
-            client, client.cfg.paths.function_runs, query, "RunId", "StartedAt"
+        runs, read = await self._shared_read(
+            client, function_id, created, text(model, "CompletedAt")
         )
-        eng.probes.admin_request(entry.workspace, "function_runs", read.result)
         if runs is None:
             status = f"HTTP {read.http_status}" if read.http_status is not None else read.result
             return None, f"GET {client.cfg.paths.function_runs} failed: {status}"
-        run_status = client.enums[_KIND].values.get("run.status", {})
-        attempts = attempts_from_runs(entry.remote_id, runs, run_status)
-        expected = get_ci(model, "CurrentAttempt")
-        if (
-            isinstance(expected, int)
-            and not isinstance(expected, bool)
-            and len(attempts) < expected
-        ):
-            return attempts, f"found {len(attempts)} of {expected} runs"
+        attempts = attempts_from_runs(job_id, list(runs), run_status)
+        if len(attempts) < current:
+            return attempts, f"found {len(attempts)} of {current} runs"
         return attempts, None
+
+    async def _shared_read(
+        self, client: WorkspaceClient, function_id: str, start: str, end: str | None
+    ) -> tuple[list[Row] | None, ReadResult]:
+        key = (client.name, function_id)
+        shared = self._open.get(key)
+        if shared is not None and not shared.sent:
+            # Joins the read about to go out: its window grows to cover this job.
+            shared.start = min(shared.start, start)
+            shared.end = None if shared.end is None or end is None else max(shared.end, end)
+            return await asyncio.shield(shared.done)
+        shared = self._open[key] = _Read(start, end)
+        try:
+            await asyncio.sleep(0)  # the other jobs finishing in this turn join it
+            shared.sent = True
+            query = {"FunctionId": function_id, "From": shared.start}
+            if shared.end is not None:
+                query["To"] = shared.end
+            answer = await read_rows(
+                client, client.cfg.paths.function_runs, query, "RunId", "StartedAt"
+            )
+            self._on_read(client.name, answer[1].result)
+        except BaseException:
+            answer = (None, trouble("connection", "run history read cut off", 0.0))
+            raise
+        finally:
+            if self._open.get(key) is shared:
+                del self._open[key]
+            if not shared.done.done():
+                shared.done.set_result(answer)
+        return answer

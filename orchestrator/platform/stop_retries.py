@@ -10,15 +10,13 @@ state. Repeating an accepted stop is idempotent; a stale version is refused.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from orchestrator.platform.wire import enum_name, get_ci, text
+from orchestrator.workspace.client import WorkspaceClient
 from orchestrator.workspace.readresult import ReadResult
-
-if TYPE_CHECKING:
-    from orchestrator.engine.engine import Engine
 
 STOP_REASON = "job.retry.stopRequested"
 _KIND = "function_job"
@@ -63,16 +61,13 @@ def stop_accepted(projection: Any) -> bool:
 
 
 class RetryStopper:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, client: WorkspaceClient, counted: Callable[[str, str], None]) -> None:
+        """``counted(route, result)`` counts each administrative request made."""
+        self._client = client
+        self._counted = counted
 
-    async def stop(self, tracking_id: str, expected_modified_at: str | None) -> StopAnswer | None:
-        """None when the tracking is no longer active in this engine."""
-        eng = self.engine
-        entry = eng.entries.get(tracking_id)
-        if entry is None:
-            return None
-        client = eng.clients[entry.workspace]
+    async def stop(self, remote_id: str, expected_modified_at: str | None) -> StopAnswer:
+        client = self._client
         paths = client.cfg.paths
         statuses = client.enums[_KIND].values.get("status", {})
         blocked = client.gate.blocked_for()
@@ -82,7 +77,7 @@ class RetryStopper:
             )
         version = expected_modified_at
         if version is None:
-            read = await self._call(entry.workspace, "GET", paths.operations_job, entry.remote_id)
+            read = await self._call("GET", paths.operations_job, remote_id)
             if read.result == "not_found":
                 return StopAnswer(404, "Function operations has no such job")
             if read.result != "ok" or not isinstance(read.body, Mapping):
@@ -99,14 +94,9 @@ class RetryStopper:
             if version is None:
                 return StopAnswer(502, "the job projection has no ModifiedAt", projection, status)
         sent = await self._call(
-            entry.workspace,
-            "POST",
-            paths.stop_retries,
-            entry.remote_id,
-            {"ExpectedModifiedAt": version},
+            "POST", paths.stop_retries, remote_id, {"ExpectedModifiedAt": version}
         )
         if sent.http_status in (200, 201, 202) and isinstance(sent.body, Mapping):
-            eng.nudge(tracking_id)
             status = enum_name(get_ci(sent.body, "Status"), statuses)
             return StopAnswer(
                 202, "retry-chain stop accepted by the workspace", sent.body, status, version
@@ -143,12 +133,7 @@ class RetryStopper:
             extra={"current_modified_at": current},
         )
 
-    async def _call(
-        self, ws: str, method: str, template: str, job_id: str, json: Any = None
-    ) -> ReadResult:
-        eng = self.engine
-        read = await eng.clients[ws].call(method, template.replace("{id}", job_id), json=json)
-        eng.probes.admin_request(
-            ws, "stop_retries" if method == "POST" else "operations_job", read.result
-        )
+    async def _call(self, method: str, template: str, job_id: str, json: Any = None) -> ReadResult:
+        read = await self._client.call(method, template.replace("{id}", job_id), json=json)
+        self._counted("stop_retries" if method == "POST" else "operations_job", read.result)
         return read

@@ -46,16 +46,38 @@ async def test_run_history_across_retries(api: Api) -> None:
 
 
 async def test_run_history_keeps_only_this_jobs_runs(api: Api) -> None:
-    await set_jobs(api, pickup_s=0.05, duration_s=0.1, sequence=["success"])
+    await set_jobs(
+        api, pickup_s=0.05, duration_s=0.1, retry_delay_s=0.1, sequence=["failed", "success"]
+    )
     first, second = await enqueue(api), await enqueue(api)
     t1 = await api.track(kind="function_job", remote_id=first["JobId"])
-    await api.track(kind="function_job", remote_id=second["JobId"])
-    final = await api.wait_terminal(t1["tracking_id"])
-    assert [a["run_id"] for a in final["result"]["attempts"]] == [final["remote"]["Run"]["RunId"]]
+    t2 = await api.track(kind="function_job", remote_id=second["JobId"])
+    for t in (t1, t2):
+        final = await api.wait_terminal(t["tracking_id"])
+        attempts = final["result"]["attempts"]
+        assert [a["attempt"] for a in attempts] == [1, 2]
+        assert attempts[-1]["run_id"] == final["remote"]["Run"]["RunId"]
+
+
+async def test_one_attempt_is_its_own_history_and_reads_no_runs(api: Api) -> None:
+    await set_jobs(api, pickup_s=0.05, duration_s=0.1, sequence=["success"])
+    job = await enqueue(api)
+    tracking = await api.track(kind="function_job", remote_id=job["JobId"])
+    final = await api.wait_terminal(tracking["tracking_id"])
+    run = final["remote"]["Run"]
+    assert final["result"]["attempts_error"] is None
+    assert [(a["run_id"], a["status"]) for a in final["result"]["attempts"]] == [
+        (run["RunId"], "Success")
+    ]
+    status, log = await api.sim("GET", "/_sim/requests")
+    assert status == 200
+    assert not [r for r in log["requests"] if "function-operations/runs" in r["path"]]
 
 
 async def test_unreadable_run_history_never_changes_the_outcome(api: Api) -> None:
-    await set_jobs(api, pickup_s=0.05, duration_s=0.1, sequence=["success"])
+    await set_jobs(
+        api, pickup_s=0.05, duration_s=0.1, retry_delay_s=0.1, sequence=["failed", "success"]
+    )
     status, _ = await api.sim(
         "PUT", "/_sim/faults", {"rules": [{"route": "admin", "fault": "http_5xx"}]}
     )

@@ -1,0 +1,148 @@
+"""The decision half of a poll: (tracking state, judgement, now) -> decision. Pure.
+
+No I/O, no clock, no randomness of its own (the jitter's uniform draw is passed
+in), so every rule of a poll is tested here without a server or a sleep. The
+engine applies the decision in one place (``Engine._apply``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+from orchestrator.clock import iso
+from orchestrator.config import PollingConfig
+from orchestrator.engine.backoff import next_delay
+from orchestrator.interpret import TERMINAL_PHASES
+from orchestrator.kinds.base import Judgement
+
+
+class NextPollReason(StrEnum):
+    """Why the next read is due when it is (the tracking's ``next_poll_reason``)."""
+
+    FIRST_READ = "first_read"
+    BACKOFF = "backoff"
+    NEXT_RUN_AT = "next_run_at"
+    RETRY_AFTER = "retry_after"
+    NOT_FOUND_CONFIRMATION = "not_found_confirmation"
+    DEADLINE = "deadline"
+
+
+class PollState(Protocol):
+    """The tracking state a decision reads (the engine's entry)."""
+
+    remote_id: str
+    remote_status: str | None
+    fingerprint: str
+    digest: bytes | None
+    delay: float | None
+    nf_count: int
+    nf_first: float
+    deadline: float
+    deadline_mono: float
+    last_error: dict[str, Any] | None
+
+
+@dataclass(slots=True)
+class Decision:
+    """What to do after one poll, and the tracking's state after it.
+
+    ``outcome`` set: finish the tracking with ``result`` (``conclude``: the kind
+    handler completes the result first). Otherwise read again at monotonic
+    ``due`` for ``reason``.
+    """
+
+    fingerprint: str
+    digest: bytes | None
+    remote_status: str | None
+    last_error: dict[str, Any] | None
+    nf_count: int
+    nf_first: float
+    delay: float | None = None
+    due: float = 0.0
+    reason: NextPollReason = NextPollReason.BACKOFF
+    outcome: str | None = None
+    result: dict[str, Any] | None = None
+    conclude: bool = False
+    changed: bool = False  # the remote state changed: store it, restart the backoff
+    status_moved: bool = False  # the remote status changed (a status_changed event)
+
+
+def deadline_result(s: PollState, last_error: dict[str, Any] | None) -> dict[str, Any]:
+    """What a tracking that ran out of time reports: the id and the latest state."""
+    return {
+        "remote_id": s.remote_id,
+        "last_remote_status": s.remote_status,
+        "last_error": last_error,
+        "deadline_at": iso(s.deadline),
+    }
+
+
+def decide(
+    s: PollState,
+    j: Judgement,
+    now_w: float,
+    now_m: float,
+    p: PollingConfig,
+    draw: float,
+) -> Decision:
+    """The next step for a tracking in state ``s`` after a poll judged ``j``.
+
+    ``draw`` is a uniform number in [0, 1) for the jitter; wall times (the
+    judgement's) become monotonic ones by ``now_m - now_w``.
+    """
+    d = Decision(s.fingerprint, s.digest, s.remote_status, j.error, s.nf_count, s.nf_first)
+    if j.label == "not_found":
+        if d.nf_count == 0:
+            d.nf_first = now_w
+        d.nf_count += 1
+        if d.nf_count >= p.not_found_confirmations and now_w - d.nf_first >= p.not_found_min_s:
+            d.outcome = "not_found"
+            d.result = {"remote_id": s.remote_id}
+            if j.not_found_reason is not None:
+                d.result["reason"] = j.not_found_reason
+            d.result.update(
+                confirmations=d.nf_count,
+                first_not_found_at=iso(d.nf_first),
+                last_not_found_at=iso(now_w),
+                **j.summary,
+            )
+            return d
+    elif j.label == "ok":
+        d.nf_count = 0
+    if j.phase is not None:
+        d.changed = j.fingerprint != s.fingerprint
+        d.status_moved = j.remote_status != s.remote_status
+        d.fingerprint, d.digest, d.remote_status = j.fingerprint, j.digest, j.remote_status
+        if j.phase in TERMINAL_PHASES:
+            d.outcome, d.result, d.conclude = j.phase.value, j.result, j.conclude
+            return d
+    if now_m >= s.deadline_mono:
+        d.outcome = "deadline_exceeded"
+        d.result = {**deadline_result(s, d.last_error), **j.summary}
+        return d
+
+    d.delay = next_delay(
+        None if d.changed else s.delay, p.initial_delay_s, p.multiplier, p.max_delay_s
+    )
+    due = now_m + d.delay * (1.0 + p.jitter * (2.0 * draw - 1.0))
+    reason = NextPollReason.BACKOFF
+    to_mono = now_m - now_w
+    if j.label == "not_found":
+        # Backoff must not stretch the confirmation window far past its minimum.
+        soon = now_m + max(d.nf_first + p.not_found_min_s - now_w, p.initial_delay_s)
+        if soon < due:
+            due, reason = soon, NextPollReason.NOT_FOUND_CONFIRMATION
+    if j.read_by is not None:
+        just_after = max(j.read_by + to_mono, now_m) + p.initial_delay_s
+        if just_after < due:
+            due, reason = just_after, NextPollReason.NEXT_RUN_AT
+    if j.next_run_at is not None and j.next_run_at + to_mono > due:
+        due, reason = j.next_run_at + to_mono, NextPollReason.NEXT_RUN_AT
+    if j.retry_after is not None and now_m + j.retry_after > due:
+        due, reason = now_m + j.retry_after, NextPollReason.RETRY_AFTER
+    if due >= s.deadline_mono:
+        due, reason = s.deadline_mono, NextPollReason.DEADLINE
+    d.due, d.reason = due, reason
+    return d

@@ -1,0 +1,83 @@
+"""The kind-handler interface and what a handler returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from orchestrator.interpret import Phase
+
+if TYPE_CHECKING:
+    from orchestrator.store.base import Tracking
+    from orchestrator.workspace.client import WorkspaceClient
+
+
+class PollTarget(Protocol):
+    """What a handler may know of a tracking: read-only."""
+
+    @property
+    def tracking_id(self) -> str: ...
+    @property
+    def remote_id(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def created_at(self) -> float: ...
+    @property
+    def digest(self) -> bytes | None: ...
+
+
+@dataclass(slots=True)
+class Judgement:
+    """What one poll of a tracking found, judged by its kind; nothing decided yet.
+
+    ``label`` is the poll's ``orchestrator_polls_total`` result: ``ok`` (an answer
+    judged: ``phase`` set, or ``unchanged``), ``not_found``, or transport trouble
+    (``error`` says which). ``reads`` are every request the poll made, as
+    (result label, seconds), for the metrics.
+    """
+
+    label: str
+    reads: list[tuple[str, float]]
+    answered: bool = False  # the workspace itself answered (it is up)
+    retry_after: float | None = None  # the longest Retry-After any read carried
+    error: dict[str, Any] | None = None
+    unchanged: bool = False  # the same ordinary in-progress state as last time
+    phase: Phase | None = None
+    fingerprint: str = ""
+    digest: bytes | None = None  # kept only for an ordinary in-progress body
+    remote_status: str | None = None
+    remote: Any = None  # what the tracking stores as ``remote`` when it changed
+    result: dict[str, Any] | None = None  # on a terminal phase
+    anomaly: str | None = None
+    anomaly_details: dict[str, Any] = field(default_factory=dict)
+    next_run_at: float | None = None  # wall: the work will not move before this
+    read_by: float | None = None  # wall: something is due then; read just after
+    # (remote snapshot recording it as reported, occurrence) for each newly
+    # finished occurrence, oldest first
+    occurrences: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)  # added to not_found/deadline results
+    not_found_reason: str | None = None
+    # the terminal result still needs the handler's ``conclude`` (side reads)
+    conclude: bool = False
+
+
+class KindHandler(Protocol):
+    def adopt(self, t: Tracking, client: WorkspaceClient) -> tuple[str, bytes | None, float | None]:
+        """Take over a tracking (new or resumed): its (fingerprint, digest, not-before
+        wall time) from what the store holds."""
+        ...
+
+    async def poll(self, target: PollTarget, client: WorkspaceClient) -> Judgement:
+        """Read the tracking's work and judge it. Never raises for the workspace's answers."""
+        ...
+
+    async def conclude(
+        self, target: PollTarget, client: WorkspaceClient, judgement: Judgement
+    ) -> dict[str, Any] | None:
+        """The terminal result, with whatever side reads it needs (never changes the outcome)."""
+        ...
+
+    def forget(self, tracking_id: str) -> None:
+        """The tracking has ended here: drop whatever the handler holds for it."""
+        ...

@@ -1,0 +1,95 @@
+"""Kinds read from one status route: function jobs and the two project builds."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.interpret import Phase, interpret
+from orchestrator.kinds.base import Judgement, PollTarget
+from orchestrator.workspace.readresult import ReadResult
+
+if TYPE_CHECKING:
+    from orchestrator.interpret import EnumMap
+    from orchestrator.platform.run_history import RunHistory
+    from orchestrator.store.base import Tracking
+    from orchestrator.workspace.client import WorkspaceClient
+
+
+def judge(kind: str, r: ReadResult, enums: EnumMap) -> Judgement:
+    """One status read judged: pure."""
+    reads = [(r.result, r.duration)]
+    if r.unchanged:
+        return Judgement(
+            "ok", reads, answered=True, retry_after=r.retry_after, unchanged=True, digest=r.digest
+        )
+    if r.result != "ok":
+        label = r.result
+        return Judgement(
+            label, reads, r.answered, r.retry_after, None if label == "not_found" else r.error
+        )
+    verdict = interpret(kind, r.body, enums)
+    if verdict.phase is Phase.INVALID:
+        error = {"kind": "invalid_response", "message": f"not a status body ({verdict.anomaly})"}
+        return Judgement(
+            "invalid_response",
+            [("invalid_response", r.duration)],
+            answered=True,
+            retry_after=r.retry_after,
+            error=error,
+        )
+    ordinary = verdict.phase is Phase.PENDING and verdict.next_run_at is None
+    return Judgement(
+        "ok",
+        reads,
+        answered=True,
+        retry_after=r.retry_after,
+        phase=verdict.phase,
+        fingerprint=verdict.fingerprint,
+        digest=r.digest if ordinary else None,
+        remote_status=verdict.remote_status,
+        remote=r.body,
+        result=verdict.result,
+        anomaly=verdict.anomaly if verdict.phase is Phase.ANOMALY else None,
+        anomaly_details=verdict.details,
+        next_run_at=verdict.next_run_at,
+    )
+
+
+class StatusHandler:
+    """``function_job``, ``net_operation_build``, ``workspace_ui_build``."""
+
+    def __init__(self, kind: str, history: RunHistory | None = None) -> None:
+        self.kind = kind
+        self._history = history  # function jobs: their runs go into the result
+
+    def adopt(self, t: Tracking, client: WorkspaceClient) -> tuple[str, bytes | None, float | None]:
+        if t.remote_digest is not None and t.remote_fingerprint is not None:
+            # An ordinary in-progress body: its digest and fingerprint stand for it.
+            # Keyed by the enums it was judged with, the digest simply fails to
+            # match if they have changed since.
+            return t.remote_fingerprint, t.remote_digest, None
+        if t.remote is not None:
+            verdict = interpret(self.kind, t.remote, client.enums[self.kind])
+            return verdict.fingerprint, None, verdict.next_run_at
+        return "", None, None
+
+    async def poll(self, target: PollTarget, client: WorkspaceClient) -> Judgement:
+        read = await client.read(self.kind, target.remote_id, target.digest)
+        j = judge(self.kind, read, client.enums[self.kind])
+        j.conclude = self._history is not None and j.phase in _TERMINAL
+        return j
+
+    async def conclude(
+        self, target: PollTarget, client: WorkspaceClient, judgement: Judgement
+    ) -> dict[str, Any] | None:
+        if self._history is None:
+            return judgement.result
+        return await self._history.attach(
+            client, target.remote_id, judgement.remote, judgement.result
+        )
+
+    def forget(self, tracking_id: str) -> None:
+        pass
+
+
+_TERMINAL = (Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED)
