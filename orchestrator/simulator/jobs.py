@@ -218,6 +218,9 @@ class GeneratedJob:
             rows.append(row)
         return rows
 
+    def run_starts(self) -> list[float] | None:
+        return [a.lease_at for a in self.attempts]
+
     # -- commands ------------------------------------------------------------
 
     def cancel(self, now: float) -> tuple[bool, View]:

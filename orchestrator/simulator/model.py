@@ -91,6 +91,13 @@ class Job(Protocol):
     def runs(self, now: float) -> list[dict[str, Any]]:
         """Every run started by ``now``, oldest first, as admin run rows."""
 
+    def run_starts(self) -> list[float] | None:
+        """Each instant a run of this job may start at, within 1 ms of the StartedAt it shows.
+
+        Read once, when the job is added: commands only ever drop runs. None when
+        a start cannot be read as a time.
+        """
+
 
 class Build(Protocol):
     build_id: str

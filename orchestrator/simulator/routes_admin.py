@@ -1,17 +1,11 @@
-"""Administrative routes: function operations (jobs, runs, stop-retries) and configuration reads.
-
-The list routes scan, newest first; they are diagnostics, not the polling path.
-"""
+"""Administrative routes: function operations (jobs, runs, stop-retries) and configuration reads."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
-from typing import Any
 
 from aiohttp import web
 
 from orchestrator.clock import parse_iso
-from orchestrator.simulator import catalog
+from orchestrator.simulator import catalog, listing
 from orchestrator.simulator.bodies import (
     BadRequest,
     field,
@@ -22,94 +16,45 @@ from orchestrator.simulator.bodies import (
 )
 from orchestrator.simulator.enums import JOB_SOURCE, JOB_STATUS, RUN_STATUS, WireEnum
 from orchestrator.simulator.keys import STATE
-from orchestrator.simulator.model import Job
+from orchestrator.simulator.listing import Filters
 from orchestrator.simulator.present import json_response, present, present_list, problem
-from orchestrator.simulator.state import SimState
 
 ADMIN = "/api/workspace/admin"
 
 
-class Filters:
-    def __init__(self, request: web.Request, status_enum: WireEnum) -> None:
-        self.function_id = query(request, "FunctionId")
-        self.schedule_id = query(request, "ScheduleId")
-        self.binding_id = query(request, "TriggerBindingId")
-        self.source = self._enum(request, "Source", JOB_SOURCE)
-        self.status = self._enum(request, "Status", status_enum)
-        self.start = query_time(request, "From")
-        self.end = query_time(request, "To")
-        self.limit = query_limit(request)
-
-    @staticmethod
-    def _enum(request: web.Request, name: str, enum: WireEnum) -> int | None:
-        text = query(request, name)
-        if text is None:
-            return None
-        value = enum.parse(text)
-        if value is None:
-            raise BadRequest(f"{name} must be one of {[n for n, _ in enum.members]}.")
-        return value
-
-    def meta_matches(self, job: Job) -> bool:
-        m = job.meta
-        return (
-            (
-                self.function_id is None
-                or self.function_id in (m.business_function_id, m.function_key)
-            )
-            and (self.schedule_id is None or m.schedule_id == self.schedule_id)
-            and (self.binding_id is None or m.trigger_binding_id == self.binding_id)
-            and (self.source is None or m.source == self.source)
-        )
-
-    def in_range(self, ts: float) -> bool:
-        return (self.start is None or ts >= self.start) and (self.end is None or ts <= self.end)
+def _filters(request: web.Request, status_enum: WireEnum) -> Filters:
+    return Filters(
+        function_id=query(request, "FunctionId"),
+        schedule_id=query(request, "ScheduleId"),
+        binding_id=query(request, "TriggerBindingId"),
+        source=_enum(request, "Source", JOB_SOURCE),
+        status=_enum(request, "Status", status_enum),
+        start=query_time(request, "From"),
+        end=query_time(request, "To"),
+        limit=query_limit(request),
+    )
 
 
-def _jobs_newest_first(st: SimState) -> Iterator[Job]:
-    return reversed(list(st.jobs.values()))
+def _enum(request: web.Request, name: str, enum: WireEnum) -> int | None:
+    text = query(request, name)
+    if text is None:
+        return None
+    value = enum.parse(text)
+    if value is None:
+        raise BadRequest(f"{name} must be one of {[n for n, _ in enum.members]}.")
+    return value
 
 
 async def list_jobs(request: web.Request) -> web.Response:
     st = request.app[STATE]
-    f = Filters(request, JOB_STATUS)
-    now = st.clock()
-    items: list[dict[str, Any]] = []
-    total = 0
-    for job in _jobs_newest_first(st):
-        if not f.meta_matches(job) or not f.in_range(job.meta.created_at):
-            continue
-        view = job.view(now)
-        if view is None or (f.status is not None and view.status != f.status):
-            continue
-        total += 1
-        if len(items) < f.limit:
-            items.append(view.body)
+    items, total = listing.list_jobs(st, _filters(request, JOB_STATUS), st.clock())
     return json_response(present_list(items, "job", st.settings, total))
 
 
 async def list_runs(request: web.Request) -> web.Response:
     st = request.app[STATE]
-    f = Filters(request, RUN_STATUS)
-    now = st.clock()
-    rows: list[tuple[float, dict[str, Any]]] = []
-    for job in st.jobs.values():
-        if f.meta_matches(job):
-            rows.extend((parse_iso(r["StartedAt"]), r) for r in job.runs(now) if r.get("StartedAt"))
-    if f.binding_id is None and f.source in (None, 1):
-        for at, row in st.schedules.skipped_runs:
-            if f.schedule_id in (None, row["ScheduleId"]) and f.function_id in (
-                None,
-                row["BusinessFunctionId"],
-            ):
-                rows.append((at, row))
-    matched = [
-        row
-        for at, row in rows
-        if f.in_range(at) and (f.status is None or row.get("Status") == f.status)
-    ]
-    matched.sort(key=lambda r: r["StartedAt"], reverse=True)
-    return json_response(present_list(matched[: f.limit], "run", st.settings, len(matched)))
+    rows, total = listing.list_runs(st, _filters(request, RUN_STATUS), st.clock())
+    return json_response(present_list(rows, "run", st.settings, total))
 
 
 async def job_detail(request: web.Request) -> web.Response:

@@ -16,6 +16,7 @@ from typing import Any
 from orchestrator.clock import iso
 from orchestrator.simulator.cron import Cron
 from orchestrator.simulator.enums import JOB_STATUS, LEASED, QUEUED, RUN_SKIPPED, SRC_SCHEDULE
+from orchestrator.simulator.index import TimeIndex, skipped_keys
 from orchestrator.simulator.model import Job
 
 _MAX_CATCH_UP = 10_000  # occurrences replayed per evaluation; older ones are dropped
@@ -51,7 +52,13 @@ class ScheduleBook:
         self._new_id = new_id
         self.schedules: dict[str, Schedule] = {}
         self.skipped_runs: list[tuple[float, dict[str, Any]]] = []
+        self.skipped_index: TimeIndex[int] = TimeIndex()  # positions in skipped_runs
         self.next_due = math.inf
+
+    def clear(self) -> None:
+        self.schedules.clear()
+        self.skipped_runs.clear()
+        self.skipped_index.clear()
 
     def add(self, schedule: Schedule, now: float) -> None:
         schedule.plan(now)  # only future occurrences: creating a schedule runs nothing
@@ -100,6 +107,11 @@ class ScheduleBook:
             schedule.last_job_id, schedule.last_skipped = job.meta.job_id, False
             return
         schedule.last_skipped = True
+        self.skipped_index.add(
+            skipped_keys(schedule.business_function_id, schedule.schedule_id),
+            at,
+            len(self.skipped_runs),
+        )
         self.skipped_runs.append(
             (
                 at,

@@ -296,6 +296,16 @@ class ScriptedJob(_Timeline):
                 seen[run["RunId"]] = {**run, **self.meta.run_extras()}
         return list(seen.values())
 
+    def run_starts(self) -> list[float] | None:
+        runs = [(step.body or {}).get("Run") for step in self.steps]
+        texts = [r["StartedAt"] for r in runs if isinstance(r, dict) and r.get("StartedAt")]
+        # A script may give a run any StartedAt; a job with one that is not a time
+        # is read by every run list, as every job used to be.
+        try:
+            return [parse_iso(text) for text in texts]
+        except (AttributeError, ValueError, OverflowError):
+            return None
+
 
 class ScriptedBuild(_Timeline):
     def __init__(

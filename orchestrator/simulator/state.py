@@ -14,6 +14,7 @@ from orchestrator.simulator.builds import GeneratedBuild
 from orchestrator.simulator.cron import Cron
 from orchestrator.simulator.enums import CONTRACT, LEASED, QUEUED, SRC_API, SRC_SCHEDULE
 from orchestrator.simulator.faults import FaultBook, parse_rules
+from orchestrator.simulator.index import JobIndex
 from orchestrator.simulator.jobs import GeneratedJob, plan_attempts
 from orchestrator.simulator.model import Build, Job, JobMeta
 from orchestrator.simulator.present import Settings
@@ -55,6 +56,7 @@ class SimState:
         self.log = RequestLog(profile.request_log)
         self._reseed()
         self.jobs: dict[str, Job] = {}
+        self.index = JobIndex()  # for the admin lists; every job goes through add_job
         self.dedup: dict[tuple[str, str], str] = {}
         self.builds: dict[str, dict[str, Build]] = {"net": {}, "ui": {}}
         self.faults = FaultBook(self.fault_rng)
@@ -91,11 +93,11 @@ class SimState:
         self.settings = Settings(version=self.settings.version + 1)
         self.log.clear()
         self.jobs.clear()
+        self.index.clear()
         self.dedup.clear()
         for builds in self.builds.values():
             builds.clear()
-        self.schedules.schedules.clear()
-        self.schedules.skipped_runs.clear()
+        self.schedules.clear()
         self._install_defaults()
 
     def new_id(self, prefix: str) -> str:
@@ -167,6 +169,7 @@ class SimState:
 
     def add_job(self, job: Job) -> None:
         self.jobs[job.meta.job_id] = job
+        self.index.add(job)
         if job.meta.dedup_key is not None:
             self.dedup[(job.meta.function_key, job.meta.dedup_key)] = job.meta.job_id
 
