@@ -104,8 +104,7 @@ class SqliteStore:
 
     async def close(self) -> None:
         # The reader first: the last connection to close checkpoints the WAL and
-        # deletes its file, and a read-only one cannot (the file stayed, 119 MB
-        # after the benchmark's service stopped).
+        # deletes its file, and a read-only one cannot.
         if self._reader is not None:
             await self._reader.close()
             self._reader = None
@@ -229,11 +228,8 @@ class SqliteStore:
         return {str(ws): int(n) for ws, n in await self._read(queries.ACTIVE_COUNTS, ())}
 
     def active_pages(self, page_size: int) -> Iterator[list[Tracking]]:
-        # A connection of its own, read in the caller's thread: the resume reads
-        # these pages while the pollers run, and a second thread stepping rows
-        # (sqlite3 gives up the GIL at every row) then waits up to a switch
-        # interval for the loop's thread at each one: 1.3 s of loading became
-        # 3 s beside the readers, and 9 s a page with the loop saturated.
+        # A connection of its own, read in the caller's thread: sqlite3 gives up
+        # the GIL at every row, so a second thread would wait for the busy loop at each.
         if self._reader is None:
             raise StoreUnavailable("store is closed")
         try:
@@ -244,16 +240,12 @@ class SqliteStore:
             raise _store_error(exc, "store read failed") from exc
         try:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            # Read through a mapping rather than a read() per page: a third less
-            # time for 100,000 rows here (0.63 -> 0.42 s). Unmapped on close.
+            # Read through a mapping rather than a read() per page: faster to step
+            # every row. Unmapped on close.
             conn.execute(f"PRAGMA mmap_size = {RESUME_MMAP_BYTES}")
-            # A statement per batch, so that no read transaction spans the load:
-            # one held open while the first reads' results were written kept
-            # every checkpoint back and grew the WAL to 1.1 GB in the benchmark.
-            # The batch is stepped a page at a time, and the loop runs between
-            # pages: fetching a whole batch at once held the loop for 2-4 ms,
-            # each first read waited out such holds on its way through the loop,
-            # and with max_in_flight reads in flight fewer of them got done.
+            # A statement per batch, so that no read transaction spans the load and
+            # holds every checkpoint back; stepped a page at a time, so that the loop
+            # runs between pages and the first reads in flight are not held up.
             after = ""
             while True:
                 cursor = conn.execute(queries.ACTIVE_TRACKINGS, (after, RESUME_BATCH))
