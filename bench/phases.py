@@ -170,10 +170,9 @@ async def side_by_side(
     sending), the side's CPU time (``/proc``) and the wall time. Each baseline
     turn and the service turn after it make a pair; ``ratio`` and
     ``cpu_ratio`` are the medians of the pairs' ratios, and each side's own
-    figures the medians of its turns. The team's shared machine changes speed
-    from one second to the next (the bare loop measured 5,838 and 9,821
-    polls/s two turns apart): a pair hit by outside load drops out of a
-    median, while it would drag a total. The totals over all turns are in the
+    figures the medians of its turns. A shared machine changes speed from one
+    second to the next: a pair hit by outside load drops out of a median,
+    while it would drag a total. The totals over all turns are in the
     report too (``saturation_totals``), as are both sides' own counts as a
     cross-check of the simulator's.
     """
@@ -352,11 +351,9 @@ async def restart(session: aiohttp.ClientSession, serve: Serve, rate: float) -> 
             if now["resume_pending"] == 0:
                 done_at = time.time()
                 break
-            # Finer near the end, where the sample's spacing is the figure's error;
-            # coarser before, where every scrape costs the service CPU (about 15 ms
-            # of its loop here: 700 series). No read goes faster than the limit, so
-            # pending / rate is the least time left: the scrapes come once a second
-            # until half a second of reads is left, then every 0.05 s.
+            # Finer near the end, where the spacing is the figure's error; coarser
+            # before, since every scrape costs the service loop time. pending / rate
+            # is the least time left (no read beats the limit).
             left_s = now["resume_pending"] / rate
             await asyncio.sleep(0.05 if left_s < 0.5 else min(1.0, left_s - 0.45))
     samples.append((time.monotonic(), (await scrape(session, serve.url))["polls"]))

@@ -6,7 +6,7 @@ Profiles: ``smoke`` (300 trackings, seconds, for the test suite), ``quick``
 (10,000, under a minute), ``full`` (100,000, a few minutes). Every process is
 real: the simulator, the baseline loop and each ``orchestrator serve`` run in
 their own processes; the sink runs in this one. docs/performance.md says how
-each figure is measured.
+each figure is measured; bench/runs.csv holds the recorded runs, one row each.
 """
 
 from __future__ import annotations
@@ -168,11 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="write the report (JSON) here")
     parser.add_argument("--workdir", type=Path, default=None, help="keep databases and logs here")
     args = parser.parse_args(argv)
-    # Every process below imports the orchestrator from this checkout. A deployed
-    # service imports bytecode compiled when it was installed; an editable checkout
-    # under PYTHONDONTWRITEBYTECODE (set on the team's machines) compiles every
-    # module again at each start, and the restart figure would time CPython's
-    # compiler (~0.15 s of it here). Compiled once, as an install would.
+    # Compiled once, as an install would: under PYTHONDONTWRITEBYTECODE every process
+    # start would compile the checkout again, and the restart figure would time that.
     compileall.compile_dir(REPO / "orchestrator", quiet=1)
     with tempfile.TemporaryDirectory(prefix="orch-bench-") as tmp:
         workdir = args.workdir or Path(tmp)

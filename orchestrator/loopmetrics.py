@@ -1,12 +1,12 @@
 """A counter and a histogram for the poll hot path, without a lock per update.
 
 prometheus-client guards every increment with a lock (a histogram observation
-takes three); at ten thousand reads a second that was about 3 % of a core. The
-metrics here are only ever updated on the event loop's thread, and the /metrics
-handler reads them on that same thread, so plain numbers suffice. They register
-with a ``CollectorRegistry`` and expose exactly what prometheus-client's own
-``Counter`` and ``Histogram`` would (``_total``, ``_bucket``/``_count``/``_sum``
-and ``_created`` series, the same ``le`` spelling).
+takes three), a cost paid on every read. The metrics here are only ever updated
+on the event loop's thread, and the /metrics handler reads them on that same
+thread, so plain numbers suffice. They register with a ``CollectorRegistry``
+and expose exactly what prometheus-client's own ``Counter`` and ``Histogram``
+would (``_total``, ``_bucket``/``_count``/``_sum`` and ``_created`` series, the
+same ``le`` spelling).
 """
 
 from __future__ import annotations

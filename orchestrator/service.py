@@ -74,12 +74,10 @@ def _register_secrets(settings: Settings, tokens: frozenset[str]) -> None:
 async def _resume(engine: Engine, store: SqliteStore) -> int:
     """Resume without the cyclic collector, then freeze what was resumed.
 
-    Resuming 100,000 trackings allocates their entries in one go, which set off
-    full collections costing ~0.5 s of the start-up; and once these long-lived
-    entries sat in the oldest generation, every later full collection walked
-    them again, stalling the loop for 0.15-0.25 s (seen as poll lateness).
-    Entries are freed by reference counting when they finish; freezing only
-    keeps the collector from re-examining them.
+    The resumed entries are allocated in one go and live long: collecting
+    meanwhile slows the start, and every later full collection would walk them
+    again and stall the loop. Entries are freed by reference counting when they
+    finish; freezing only keeps the collector from re-examining them.
     """
     gc.disable()
     try:

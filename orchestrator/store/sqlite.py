@@ -102,8 +102,7 @@ class SqliteStore:
 
     async def close(self) -> None:
         # The reader first: the last connection to close checkpoints the WAL and
-        # deletes its file, and a read-only one cannot (the file stayed, 119 MB
-        # after the benchmark's service stopped).
+        # deletes its file, and a read-only one cannot.
         if self._reader is not None:
             await self._reader.close()
             self._reader = None
