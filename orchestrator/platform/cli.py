@@ -12,13 +12,13 @@ import argparse
 import asyncio
 import os
 import sys
-import time
 from typing import Any
 from urllib.parse import quote
 
 import aiohttp
 import orjson
 
+from orchestrator.clock import SystemClock
 from orchestrator.config import WorkspaceConfig
 from orchestrator.platform.discovery import DiscoveryError, execution_model
 from orchestrator.workspace.client import workspace_client
@@ -74,7 +74,7 @@ async def _from_workspace(
         cfg = WorkspaceConfig(base_url=url)
     except ValueError as exc:
         return EXIT_FAILED, None, f"--workspace-url: {exc}"
-    client = workspace_client(cfg, session, os.environ.get(cfg.token_env) or None, time.monotonic)
+    client = workspace_client(cfg, session, os.environ.get(cfg.token_env) or None, SystemClock())
     try:
         answer = await execution_model(client, key)
     except DiscoveryError as exc:

@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import aiohttp
 import orjson
 
+from orchestrator.clock import Clock
 from orchestrator.config import KINDS, WorkspaceConfig
 from orchestrator.errors import EnumResolutionError
 from orchestrator.interpret import EnumMap, fallback_enums, resolve_enums
+from orchestrator.retry_after import parse_retry_after
 from orchestrator.workspace.gate import WorkspaceGate
 from orchestrator.workspace.readresult import ReadResult, answered, timed_out, trouble
 from orchestrator.workspace.transport import AiohttpTransport, Transport, TransportError
@@ -35,8 +36,10 @@ class WorkspaceClient:
         transport: Transport,
         token: str | None,
         gate: WorkspaceGate,
+        clock: Clock,
     ) -> None:
         self.cfg = cfg
+        self._clock = clock
         self.name = cfg.name
         self._transport = transport
         self.gate = gate
@@ -117,21 +120,17 @@ class WorkspaceClient:
             headers = {**headers, "Content-Type": "application/json"}
         timeout_s = self.cfg.request_timeout_s
         async with self.gate:
-            started = time.monotonic()
+            mono = self._clock.monotonic
+            started = mono()
             try:
                 answer = await self._transport.send(method, url, headers, body, timeout_s)
             except TimeoutError:
-                return timed_out(timeout_s, time.monotonic() - started)
+                return timed_out(timeout_s, mono() - started)
             except TransportError as exc:
-                return trouble("connection", str(exc), time.monotonic() - started)
-        result = answered(
-            answer.status,
-            answer.body,
-            answer.retry_after,
-            time.monotonic() - started,
-            seen,
-            digest_key,
-        )
+                return trouble("connection", str(exc), mono() - started)
+        header = answer.retry_after
+        wait = None if header is None else parse_retry_after(header, self._clock.now())
+        result = answered(answer.status, answer.body, wait, mono() - started, seen, digest_key)
         if result.retry_after:
             self.gate.block(result.retry_after)
         return result
@@ -170,8 +169,8 @@ def workspace_client(
     cfg: WorkspaceConfig,
     session: aiohttp.ClientSession,
     token: str | None,
-    monotonic: Callable[[], float],
+    clock: Clock,
 ) -> WorkspaceClient:
     """A client of ``cfg``'s workspace over aiohttp, behind a gate of its own."""
-    gate = WorkspaceGate(cfg.max_requests_per_second, cfg.max_in_flight, monotonic)
-    return WorkspaceClient(cfg, AiohttpTransport(session), token, gate)
+    gate = WorkspaceGate(cfg.max_requests_per_second, cfg.max_in_flight, clock.monotonic)
+    return WorkspaceClient(cfg, AiohttpTransport(session), token, gate, clock)

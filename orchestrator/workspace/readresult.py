@@ -7,13 +7,10 @@ to ``answered`` and transport trouble to ``trouble``; nothing here does I/O.
 from __future__ import annotations
 
 import hashlib
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
-
-from orchestrator.retry_after import parse_retry_after
 
 
 @dataclass(slots=True)
@@ -69,18 +66,15 @@ def timed_out(timeout_s: float, duration: float) -> ReadResult:
 def answered(
     status: int,
     raw: bytes,
-    retry_after_header: str | None,
+    retry_after: float | None,
     duration: float,
     seen: bytes | None = None,
     digest_key: bytes | None = None,
 ) -> ReadResult:
     """An HTTP answer judged: a 2xx body parsed (or found unchanged), anything else classified.
 
-    A ``Retry-After`` is read from any answer that carries one.
+    ``retry_after`` is the answer's Retry-After in seconds, whatever its status.
     """
-    retry_after = (
-        None if retry_after_header is None else parse_retry_after(retry_after_header, time.time())
-    )
     if status in (200, 201, 202):
         # Most reads find the job as it was: a digest of the bytes spares
         # parsing and interpreting them again (128 bits: no collision to fear).
