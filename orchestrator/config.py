@@ -30,8 +30,11 @@ from pydantic_settings import (
 )
 
 from orchestrator.errors import ConfigError
+from orchestrator.vocabulary import STATUS_KINDS
 
-KINDS = ("function_job", "net_operation_build", "workspace_ui_build")
+# engine/workspace.py still reads the status kinds from here, as the plain strings it
+# has always had; new code imports them from orchestrator.vocabulary.
+KINDS: tuple[str, ...] = tuple(kind.value for kind in STATUS_KINDS)
 DEFAULT_CONFIG_PATH = Path("config/orchestrator.toml")
 
 

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any, get_args
+from enum import StrEnum
+from typing import Any, TypeVar
 
 import orjson
 from aiohttp import web
 
 from orchestrator.api.intake import follow_up_items, validate_intake
-from orchestrator.api.models import MAX_BATCH, Kind
+from orchestrator.api.models import MAX_BATCH
 from orchestrator.engine.cancel import cancel
 from orchestrator.errors import ApiProblem
-from orchestrator.metrics import OUTCOMES
 from orchestrator.resource import tracking_resource
 from orchestrator.runtime import RUNTIME, Runtime
 from orchestrator.store.base import NewTracking, Tracking, TrackingQuery
+from orchestrator.vocabulary import Kind, Outcome, TrackingState
 
 routes = web.RouteTableDef()
 
@@ -136,9 +137,9 @@ async def _tracking(request: web.Request) -> Tracking:
 async def active_function_job(request: web.Request, title: str, detail: str) -> Tracking:
     """The path's tracking, when it is an active function job; else a 404/409 problem."""
     tracking = await _tracking(request)
-    if tracking.kind != "function_job":
+    if tracking.kind != Kind.FUNCTION_JOB:
         raise ApiProblem(409, title, detail, field="kind")
-    if tracking.state != "active":
+    if tracking.state != TrackingState.ACTIVE:
         raise ApiProblem(
             409,
             "Already terminal",
@@ -154,15 +155,19 @@ async def get_tracking(request: web.Request) -> web.Response:
     return json_response(tracking_resource(live(await _tracking(request))))
 
 
-def _choice(query: Any, name: str, allowed: tuple[str, ...]) -> str | None:
+_Word = TypeVar("_Word", bound=StrEnum)
+
+
+def _choice(query: Any, name: str, vocabulary: type[_Word]) -> _Word | None:
     value = query.get(name)
     if value is None or value == "":
         return None
-    if value not in allowed:
+    try:
+        return vocabulary(value)
+    except ValueError:
         raise ApiProblem(
-            400, "Invalid query", f"{name}: must be one of {', '.join(allowed)}", field=name
-        )
-    return str(value)
+            400, "Invalid query", f"{name}: must be one of {', '.join(vocabulary)}", field=name
+        ) from None
 
 
 @routes.get("/v1/trackings")
@@ -183,9 +188,9 @@ async def list_trackings(request: web.Request) -> web.Response:
     if workspace is not None and rt.settings.workspace(workspace) is None:
         raise ApiProblem(400, "Invalid query", "workspace: unknown workspace", field="workspace")
     query = TrackingQuery(
-        state=_choice(q, "state", ("active", "terminal")),  # type: ignore[arg-type]
-        kind=_choice(q, "kind", get_args(Kind)),
-        outcome=_choice(q, "outcome", OUTCOMES),  # type: ignore[arg-type]
+        state=_choice(q, "state", TrackingState),
+        kind=_choice(q, "kind", Kind),
+        outcome=_choice(q, "outcome", Outcome),
         workspace=workspace,
         labels=labels,
         limit=int(limit_text),
@@ -234,7 +239,7 @@ async def cancel_tracking(request: web.Request) -> web.Response:
 async def abandon_tracking(request: web.Request) -> web.Response:
     rt = request.app[RUNTIME]
     tracking = await _tracking(request)
-    if tracking.state == "active":
+    if tracking.state == TrackingState.ACTIVE:
         ended = await rt.engine.abandon(tracking.tracking_id)
         if ended is not None:
             return json_response(tracking_resource(ended))

@@ -16,8 +16,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-TrackingState = Literal["active", "terminal"]
-Outcome = Literal["succeeded", "failed", "cancelled", "deadline_exceeded", "not_found", "abandoned"]
+from orchestrator.vocabulary import Outcome, TrackingState
+
 DeliveryState = Literal["pending", "delivered", "dead"]
 
 
@@ -27,7 +27,7 @@ class NewTracking:
 
     tracking_id: str
     workspace: str
-    kind: str
+    kind: str  # a Kind's value as a plain str, as in Tracking: the engine interns it
     remote_id: str
     deadline_at: float
     created_at: float
