@@ -39,6 +39,7 @@ from orchestrator.looplag import LoopLagMonitor
 from orchestrator.metrics import Metrics
 from orchestrator.runtime import Runtime
 from orchestrator.store.sqlite import SqliteStore
+from orchestrator.tracker import Tracker
 
 log = logging.getLogger("orchestrator.service")
 
@@ -156,7 +157,7 @@ class Service:
                 metrics=metrics,
                 bus=bus,
                 api_tokens=self.tokens,
-                engine=engine,
+                tracker=Tracker(engine, store, metrics),
                 deliveries=deliveries,
             )
             app = create_app(runtime)
