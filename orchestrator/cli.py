@@ -10,8 +10,9 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.client.commands import DEFAULT_SERVER, EXIT_USAGE
-from orchestrator.config import KINDS, load_settings, resolve_config_path, split_listen
+from orchestrator.config import load_settings, resolve_config_path, split_listen
 from orchestrator.errors import ConfigError, StoreLocked
+from orchestrator.vocabulary import STATUS_KINDS
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -145,7 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Exit codes with --wait: 0 succeeded, 1 failed, 2 cancelled, "
         "3 deadline_exceeded, 4 not_found, 5 abandoned, 10 usage or connection error.",
     )
-    trk.add_argument("kind", choices=KINDS, metavar="KIND", help=", ".join(KINDS))
+    kinds = [kind.value for kind in STATUS_KINDS]  # plain strings: argparse shows their repr
+    trk.add_argument("kind", choices=kinds, metavar="KIND", help=", ".join(kinds))
     trk.add_argument("remote_id", metavar="REMOTE_ID", help="the id Moltaro returned")
     trk.add_argument("--wait", action="store_true", help="show status changes until terminal")
     trk.add_argument("--server", help=server_help)

@@ -31,7 +31,6 @@ from pydantic_settings import (
 
 from orchestrator.errors import ConfigError
 
-KINDS = ("function_job", "net_operation_build", "workspace_ui_build")
 DEFAULT_CONFIG_PATH = Path("config/orchestrator.toml")
 
 

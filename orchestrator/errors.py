@@ -6,6 +6,12 @@
     │   ├── StoreUnavailable   full disk, locked file, closed store: retry later (API answers 503)
     │   └── StoreLocked        the SQLite file is held by another process at start-up
     ├── EnumResolutionError    the workspace's OpenAPI document does not describe a status route
+    ├── TrackingError          a caller's action does not apply to this tracking (tracker.py)
+    │   ├── TrackingNotFound   no tracking has that id
+    │   ├── NotAFunctionJob    only a function job can be cancelled or have its retries stopped
+    │   └── AlreadyTerminal    the tracking has ended (``outcome``)
+    │       └── EndedMeanwhile it ended while the action was being taken
+    ├── UnknownWorkspace       no workspace of that name is configured
     └── ApiProblem             an RFC 9457 problem the HTTP API answers with (4xx/5xx)
 
 The docstring of each class is its default message.
@@ -14,6 +20,8 @@ The docstring of each class is its default message.
 from __future__ import annotations
 
 from typing import Any
+
+from orchestrator.vocabulary import Outcome
 
 
 class OrchestratorError(Exception):
@@ -41,6 +49,37 @@ class StoreLocked(StoreError):
 
 class EnumResolutionError(OrchestratorError):
     """The OpenAPI document does not describe the status route's enums."""
+
+
+class TrackingError(OrchestratorError):
+    """The action does not apply to this tracking."""
+
+
+class TrackingNotFound(TrackingError):
+    """No tracking has that id."""
+
+
+class NotAFunctionJob(TrackingError):
+    """Only a function job can be cancelled or have its retries stopped."""
+
+
+class AlreadyTerminal(TrackingError):
+    """The tracking has ended."""
+
+    def __init__(self, outcome: Outcome | None, message: str | None = None) -> None:
+        super().__init__(message or f"the tracking ended as {outcome}")
+        self.outcome = outcome
+
+
+class EndedMeanwhile(AlreadyTerminal):
+    """The tracking ended while the action was being taken."""
+
+    def __init__(self) -> None:
+        super().__init__(None, self.__doc__)
+
+
+class UnknownWorkspace(OrchestratorError):
+    """No workspace of that name is configured."""
 
 
 class ApiProblem(OrchestratorError):

@@ -12,19 +12,8 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from orchestrator.loopmetrics import LoopCounter, LoopHistogram
+from orchestrator.vocabulary import Kind, Outcome, PollResult
 
-KINDS = ("function_job", "net_operation_build", "workspace_ui_build", "schedule")
-OUTCOMES = ("succeeded", "failed", "cancelled", "deadline_exceeded", "not_found", "abandoned")
-POLL_RESULTS = (
-    "ok",
-    "not_found",
-    "rate_limited",
-    "http_5xx",
-    "timeout",
-    "connection",
-    "unauthorized",
-    "invalid_response",
-)
 DELIVERY_RESULTS = ("delivered", "retry", "dead")
 
 # Poll latency against a local workspace is milliseconds; against a remote one,
@@ -162,17 +151,17 @@ class Metrics:
             self.poll_lateness_seconds.labels(workspace=ws)
             self.in_flight.labels(workspace=ws)
             self.resume_pending.labels(workspace=ws)
-            for kind in KINDS:
+            for kind in Kind:
                 self.trackings_active.labels(workspace=ws, kind=kind)
                 self.trackings_created_total.labels(workspace=ws, kind=kind)
                 self.poll_duration_seconds.labels(workspace=ws, kind=kind)
                 self.enum_source.labels(workspace=ws, kind=kind)
-                for result in POLL_RESULTS:
-                    self.polls_total.labels(workspace=ws, kind=kind, result=result)
-                for outcome in OUTCOMES:
+                for poll_result in PollResult:
+                    self.polls_total.labels(workspace=ws, kind=kind, result=poll_result)
+                for outcome in Outcome:
                     self.trackings_terminal_total.labels(workspace=ws, kind=kind, outcome=outcome)
-        for kind in KINDS:
-            for outcome in OUTCOMES:
+        for kind in Kind:
+            for outcome in Outcome:
                 self.time_to_terminal_seconds.labels(kind=kind, outcome=outcome)
         for sink in sinks:
             self.event_outbox_pending.labels(sink=sink)

@@ -7,6 +7,7 @@ from typing import Any
 
 from orchestrator.clock import iso
 from orchestrator.store.base import Tracking
+from orchestrator.vocabulary import TrackingState
 
 
 def tracking_resource(t: Tracking) -> dict[str, Any]:
@@ -22,7 +23,8 @@ def tracking_resource(t: Tracking) -> dict[str, Any]:
         "result": t.result,
         "polls": t.polls,
         "last_polled_at": iso(t.last_polled_at),
-        "next_poll_at": iso(t.next_poll_at) if t.state == "active" else None,
+        "next_poll_at": iso(t.next_poll_at) if t.state == TrackingState.ACTIVE else None,
+        "next_poll_reason": t.next_poll_reason if t.state == TrackingState.ACTIVE else None,
         "last_error": t.last_error,
         "deadline_at": iso(t.deadline_at),
         "created_at": iso(t.created_at),

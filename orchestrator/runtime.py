@@ -1,13 +1,14 @@
 """The composition root's bag of dependencies, shared by the API handlers.
 
 Handlers read it as ``request.app[RUNTIME]``. Everything in it is created by
-``orchestrator.service`` at start-up (never at import time) and passed in.
+``orchestrator.service`` at start-up (never at import time) and passed in. The
+tracking routes reach the engine only through ``tracker``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -15,8 +16,10 @@ if TYPE_CHECKING:
     from orchestrator.clock import Clock
     from orchestrator.config import Settings
     from orchestrator.events.bus import EventBus
+    from orchestrator.events.delivery import DeliveryService
     from orchestrator.metrics import Metrics
     from orchestrator.store.base import Store
+    from orchestrator.tracker import Tracker
 
 
 @dataclass
@@ -27,9 +30,9 @@ class Runtime:
     metrics: Metrics
     bus: EventBus
     api_tokens: frozenset[str] = frozenset()
-    # Set by the service once built; typed loosely to keep this module import-light.
-    engine: Any = None
-    deliveries: Any = None
+    # Both set by the service; a test app that mounts only the event routes has neither.
+    tracker: Tracker | None = None
+    deliveries: DeliveryService | None = None
     draining: bool = False
     failed_tasks: list[str] = field(default_factory=list)
 

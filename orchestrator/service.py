@@ -37,6 +37,7 @@ from orchestrator.looplag import LoopLagMonitor
 from orchestrator.metrics import Metrics
 from orchestrator.runtime import Runtime
 from orchestrator.store.sqlite import SqliteStore
+from orchestrator.tracker import Tracker
 from orchestrator.workspace.client import workspace_client
 
 log = logging.getLogger("orchestrator.service")
@@ -143,7 +144,7 @@ class Service:
                 metrics=metrics,
                 bus=bus,
                 api_tokens=self.tokens,
-                engine=engine,
+                tracker=Tracker(engine, store, metrics),
                 deliveries=deliveries,
             )
             app = create_app(runtime)

@@ -14,12 +14,13 @@ from orchestrator.config import Settings, WorkspaceConfig
 from orchestrator.errors import ApiProblem
 from orchestrator.interpret import extract_polling_url, extract_remote_id, polling_url_matches
 from orchestrator.store.base import NewTracking
+from orchestrator.vocabulary import Kind
 
 _PATHS = {
-    "function_job": lambda w: w.paths.function_job,
-    "net_operation_build": lambda w: w.paths.net_operation_build,
-    "workspace_ui_build": lambda w: w.paths.workspace_ui_build,
-    "schedule": lambda w: w.paths.schedule,
+    Kind.FUNCTION_JOB: lambda w: w.paths.function_job,
+    Kind.NET_OPERATION_BUILD: lambda w: w.paths.net_operation_build,
+    Kind.WORKSPACE_UI_BUILD: lambda w: w.paths.workspace_ui_build,
+    Kind.SCHEDULE: lambda w: w.paths.schedule,
 }
 
 
@@ -78,7 +79,7 @@ def validate_intake(raw: Any, settings: Settings, now: float) -> NewTracking:
     return NewTracking(
         tracking_id=new_tracking_id(),
         workspace=workspace.name,
-        kind=body.kind,
+        kind=body.kind.value,  # a plain string: the engine interns it
         remote_id=remote_id,
         deadline_at=deadline,
         created_at=now,
@@ -94,7 +95,7 @@ def _remote_id(body: IntakeBody, workspace: WorkspaceConfig) -> str:
     if body.enqueue_response is None:
         assert body.remote_id is not None  # the model requires one of the two
         return body.remote_id
-    if body.kind == "schedule":
+    if body.kind is Kind.SCHEDULE:
         # Creating a schedule enqueues nothing: there is no enqueue response to take an id from.
         raise _invalid("enqueue_response", "a schedule tracking takes remote_id (the ScheduleId)")
     found = extract_remote_id(body.enqueue_response)
@@ -154,7 +155,7 @@ def follow_up_items(raw: Any) -> tuple[FollowUpsBody, list[dict[str, Any]]]:
             )
     items = [
         {
-            "kind": "function_job",
+            "kind": Kind.FUNCTION_JOB.value,
             "remote_id": job_id,
             "workspace": body.workspace,
             "timeout_s": body.timeout_s,

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-Kind = Literal["function_job", "net_operation_build", "workspace_ui_build", "schedule"]
-Outcome = Literal["succeeded", "failed", "cancelled", "deadline_exceeded", "not_found", "abandoned"]
+from orchestrator.vocabulary import ErrorKind, Kind, NextPollReason, Outcome, TrackingState
 
 REMOTE_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,200}")
 LABEL_KEY_RE = re.compile(r"[A-Za-z0-9_.-]{1,63}")
@@ -30,7 +29,8 @@ class IntakeBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    kind: Kind
+    # Strict mode takes only members for an enum; JSON brings its value as a string.
+    kind: Annotated[Kind, Field(strict=False)]
     remote_id: str | None = Field(
         default=None,
         min_length=1,
@@ -122,9 +122,7 @@ class FollowUpsBody(BaseModel):
 
 
 class LastError(BaseModel):
-    kind: Literal[
-        "timeout", "connection", "http_5xx", "rate_limited", "unauthorized", "invalid_response"
-    ]
+    kind: ErrorKind
     message: str
     status: int | None = None
 
@@ -136,7 +134,7 @@ class TrackingOut(BaseModel):
     workspace: str
     kind: Kind
     remote_id: str
-    state: Literal["active", "terminal"]
+    state: TrackingState
     outcome: Outcome | None
     remote_status: str | None
     remote: Any = Field(description="The last status body as received.")
@@ -144,6 +142,10 @@ class TrackingOut(BaseModel):
     polls: int
     last_polled_at: str | None
     next_poll_at: str | None
+    next_poll_reason: NextPollReason | None = Field(
+        default=None,
+        description="why the next read is due when it is (active trackings; null otherwise)",
+    )
     last_error: LastError | None
     deadline_at: str
     created_at: str

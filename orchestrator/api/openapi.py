@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel
@@ -16,6 +17,7 @@ from orchestrator.api.models import (
     TrackingOut,
     TrackingPage,
 )
+from orchestrator.vocabulary import Kind, Outcome, TrackingState
 
 _REF = "#/components/schemas/{model}"
 
@@ -53,6 +55,10 @@ _TRACKING_ID = {
 
 def _query(name: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"name": name, "in": "query", "required": False, "schema": schema}
+
+
+def _enum(vocabulary: type[StrEnum]) -> dict[str, Any]:
+    return {"type": "string", "enum": [member.value for member in vocabulary]}
 
 
 def _body(schema: dict[str, Any]) -> dict[str, Any]:
@@ -101,22 +107,9 @@ def build_openapi() -> dict[str, Any]:
             "get": {
                 "operationId": "listTrackings",
                 "parameters": [
-                    _query("state", {"type": "string", "enum": ["active", "terminal"]}),
-                    _query("kind", TrackingOut.model_json_schema()["properties"]["kind"]),
-                    _query(
-                        "outcome",
-                        {
-                            "type": "string",
-                            "enum": [
-                                "succeeded",
-                                "failed",
-                                "cancelled",
-                                "deadline_exceeded",
-                                "not_found",
-                                "abandoned",
-                            ],
-                        },
-                    ),
+                    _query("state", _enum(TrackingState)),
+                    _query("kind", _enum(Kind)),
+                    _query("outcome", _enum(Outcome)),
                     _query("workspace", {"type": "string"}),
                     _query("label", {"type": "string", "pattern": "^[^:]+:.*$"}),
                     _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}),

@@ -7,9 +7,15 @@ from typing import Any
 
 from aiohttp import web
 
-from orchestrator.api.trackings import active_function_job, json_response, read_json
-from orchestrator.errors import ApiProblem
-from orchestrator.platform.discovery import DiscoveryError, execution_model
+from orchestrator.api.trackings import (
+    json_response,
+    path_tracking_id,
+    read_json,
+    tracker_of,
+    tracking_problem,
+)
+from orchestrator.errors import ApiProblem, TrackingError, UnknownWorkspace
+from orchestrator.platform.discovery import DiscoveryError
 from orchestrator.runtime import RUNTIME
 
 routes = web.RouteTableDef()
@@ -21,11 +27,12 @@ _TITLES = {
     502: "Workspace error",
     503: "Workspace busy",
 }
+_NO_RETRY_CHAIN = ("Cannot stop retries", "only function jobs have a retry chain")
 
 
 @routes.get("/v1/functions/{function_key}/execution-model")
 async def get_execution_model(request: web.Request) -> web.Response:
-    rt = request.app[RUNTIME]
+    tracker = tracker_of(request.app[RUNTIME])
     key = request.match_info["function_key"]
     if not _FUNCTION_KEY.fullmatch(key) or key.strip(".") == "":
         raise ApiProblem(
@@ -35,11 +42,12 @@ async def get_execution_model(request: web.Request) -> web.Response:
             field="function_key",
         )
     name = request.query.get("workspace") or "default"
-    client = rt.engine.clients.get(name)
-    if client is None:
-        raise ApiProblem(400, "Invalid query", "workspace: unknown workspace", field="workspace")
     try:
-        answer = await execution_model(client, key)
+        answer = await tracker.execution_model(name, key)
+    except UnknownWorkspace:
+        raise ApiProblem(
+            400, "Invalid query", "workspace: unknown workspace", field="workspace"
+        ) from None
     except DiscoveryError as exc:
         raise ApiProblem(
             502, "Workspace error", str(exc), extra={"route": exc.route, "result": exc.read.result}
@@ -77,14 +85,19 @@ def _expected_version(raw: Any) -> str | None:
 
 @routes.post("/v1/trackings/{tracking_id}/stop-retries")
 async def stop_retries(request: web.Request) -> web.Response:
-    rt = request.app[RUNTIME]
-    tracking = await active_function_job(
-        request, "Cannot stop retries", "only function jobs have a retry chain"
-    )
+    tracker = tracker_of(request.app[RUNTIME])
+    tracking_id = path_tracking_id(request)
+    try:
+        # Before the body is read: a tracking that cannot have its retries stopped
+        # is refused as such whatever the body says.
+        tracking = await tracker.active_function_job(tracking_id)
+    except TrackingError as exc:
+        raise tracking_problem(exc, _NO_RETRY_CHAIN) from None
     expected = _expected_version(await read_json(request) if request.can_read_body else None)
-    answer = await rt.engine.stop_retries(tracking.tracking_id, expected)
-    if answer is None:
-        raise ApiProblem(409, "Already terminal", "the tracking has just ended")
+    try:
+        answer = await tracker.stop_retries(tracking_id, expected)
+    except TrackingError as exc:
+        raise tracking_problem(exc, _NO_RETRY_CHAIN) from None
     body = answer.body(tracking.tracking_id, tracking.remote_id)
     if answer.status in (200, 202):
         return json_response(body, answer.status)

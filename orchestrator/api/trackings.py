@@ -1,25 +1,41 @@
-"""The ``/v1/trackings`` routes: intake, query, cancel, abandon."""
+"""The ``/v1/trackings`` routes: intake, query, cancel, abandon.
+
+Each handler parses and validates the request, calls one operation of the
+runtime's ``Tracker`` and shapes its answer; a ``TrackingError`` becomes the
+problem ``tracking_problem`` names.
+"""
 
 from __future__ import annotations
 
 import re
-from collections import Counter
-from typing import Any, get_args
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 from aiohttp import web
 
 from orchestrator.api.intake import follow_up_items, validate_intake
-from orchestrator.api.models import MAX_BATCH, Kind
-from orchestrator.errors import ApiProblem
-from orchestrator.metrics import OUTCOMES
+from orchestrator.api.models import MAX_BATCH
+from orchestrator.errors import (
+    AlreadyTerminal,
+    ApiProblem,
+    EndedMeanwhile,
+    NotAFunctionJob,
+    TrackingError,
+    TrackingNotFound,
+)
 from orchestrator.resource import tracking_resource
 from orchestrator.runtime import RUNTIME, Runtime
-from orchestrator.store.base import NewTracking, Tracking, TrackingQuery
+from orchestrator.store.base import NewTracking, TrackingQuery
+from orchestrator.vocabulary import Kind, Outcome, TrackingState
+
+if TYPE_CHECKING:
+    from orchestrator.tracker import Tracker
 
 routes = web.RouteTableDef()
 
 _TRACKING_ID = re.compile(r"trk_[0-9a-f]{24}")
+_NOT_CANCELLABLE = ("Not cancellable", "only function jobs can be cancelled")
 
 
 def json_response(data: Any, status: int = 200) -> web.Response:
@@ -44,6 +60,44 @@ async def read_json(request: web.Request) -> Any:
         ) from None
 
 
+def tracker_of(rt: Runtime) -> Tracker:
+    if rt.tracker is None:
+        raise RuntimeError("the tracking routes need a runtime with a tracker")
+    return rt.tracker
+
+
+def path_tracking_id(request: web.Request) -> str:
+    """The path's tracking id; one that no tracking could have is not found."""
+    tracking_id = request.match_info["tracking_id"]
+    if not _TRACKING_ID.fullmatch(tracking_id):
+        raise ApiProblem(404, "Not found", "no such tracking", field="tracking_id")
+    return tracking_id
+
+
+def tracking_problem(
+    exc: TrackingError, not_function_job: tuple[str, str] = ("", "")
+) -> ApiProblem:
+    """The problem that answers a refusal of the tracker.
+
+    ``not_function_job``: the title and detail of the route that only function jobs have.
+    """
+    if isinstance(exc, TrackingNotFound):
+        return ApiProblem(404, "Not found", "no such tracking", field="tracking_id")
+    if isinstance(exc, NotAFunctionJob):
+        title, detail = not_function_job
+        return ApiProblem(409, title, detail, field="kind")
+    if isinstance(exc, EndedMeanwhile):
+        return ApiProblem(409, "Already terminal", "the tracking has just ended")
+    if isinstance(exc, AlreadyTerminal):
+        return ApiProblem(
+            409,
+            "Already terminal",
+            f"the tracking ended as {exc.outcome}",
+            extra={"outcome": exc.outcome},
+        )
+    return ApiProblem(409, "Conflict", str(exc))
+
+
 def _accepting(rt: Runtime) -> None:
     if rt.draining:
         raise ApiProblem(
@@ -54,24 +108,12 @@ def _accepting(rt: Runtime) -> None:
         )
 
 
-async def _store_and_start(rt: Runtime, items: list[NewTracking]) -> list[tuple[Tracking, bool]]:
-    stored = await rt.store.create_trackings(items)
-    counts: Counter[tuple[str, str]] = Counter()
-    for tracking, created in stored:
-        if created:
-            counts[tracking.workspace, tracking.kind] += 1
-            rt.engine.add(tracking)
-    for (workspace, kind), n in counts.items():
-        rt.metrics.trackings_created_total.labels(workspace=workspace, kind=kind).inc(n)
-    return stored
-
-
 @routes.post("/v1/trackings")
 async def create_tracking(request: web.Request) -> web.Response:
     rt = request.app[RUNTIME]
     _accepting(rt)
     item = validate_intake(await read_json(request), rt.settings, rt.clock.now())
-    [(tracking, created)] = await _store_and_start(rt, [item])
+    [(tracking, created)] = await tracker_of(rt).track([item])
     return json_response(tracking_resource(tracking), 201 if created else 200)
 
 
@@ -101,7 +143,7 @@ async def create_batch(request: web.Request) -> web.Response:
             if problem.field:
                 body["field"] = f"items.{i}.{problem.field}"
             answers.append({"status": problem.status, "problem": body})
-    stored = iter(await _store_and_start(rt, valid) if valid else [])
+    stored = iter(await tracker_of(rt).track(valid))
     out = []
     for answer in answers:
         if answer is None:
@@ -118,50 +160,33 @@ async def create_follow_ups(request: web.Request) -> web.Response:
     _, bodies = follow_up_items(await read_json(request))
     now = rt.clock.now()
     items = [validate_intake(b, rt.settings, now) for b in bodies]
-    stored = await _store_and_start(rt, items) if items else []
+    stored = await tracker_of(rt).track(items)
     return json_response({"items": [tracking_resource(t) for t, _ in stored]})
-
-
-async def _tracking(request: web.Request) -> Tracking:
-    tracking_id = request.match_info["tracking_id"]
-    if not _TRACKING_ID.fullmatch(tracking_id):
-        raise ApiProblem(404, "Not found", "no such tracking", field="tracking_id")
-    tracking = await request.app[RUNTIME].store.get_tracking(tracking_id)
-    if tracking is None:
-        raise ApiProblem(404, "Not found", "no such tracking", field="tracking_id")
-    return tracking
-
-
-async def active_function_job(request: web.Request, title: str, detail: str) -> Tracking:
-    """The path's tracking, when it is an active function job; else a 404/409 problem."""
-    tracking = await _tracking(request)
-    if tracking.kind != "function_job":
-        raise ApiProblem(409, title, detail, field="kind")
-    if tracking.state != "active":
-        raise ApiProblem(
-            409,
-            "Already terminal",
-            f"the tracking ended as {tracking.outcome}",
-            extra={"outcome": tracking.outcome},
-        )
-    return tracking
 
 
 @routes.get("/v1/trackings/{tracking_id}")
 async def get_tracking(request: web.Request) -> web.Response:
-    live = request.app[RUNTIME].engine.live
-    return json_response(tracking_resource(live(await _tracking(request))))
+    tracker = tracker_of(request.app[RUNTIME])
+    try:
+        tracking = await tracker.get(path_tracking_id(request))
+    except TrackingError as exc:
+        raise tracking_problem(exc) from None
+    return json_response(tracking_resource(tracking))
 
 
-def _choice(query: Any, name: str, allowed: tuple[str, ...]) -> str | None:
+_Word = TypeVar("_Word", bound=StrEnum)
+
+
+def _choice(query: Any, name: str, vocabulary: type[_Word]) -> _Word | None:
     value = query.get(name)
     if value is None or value == "":
         return None
-    if value not in allowed:
+    try:
+        return vocabulary(value)
+    except ValueError:
         raise ApiProblem(
-            400, "Invalid query", f"{name}: must be one of {', '.join(allowed)}", field=name
-        )
-    return str(value)
+            400, "Invalid query", f"{name}: must be one of {', '.join(vocabulary)}", field=name
+        ) from None
 
 
 @routes.get("/v1/trackings")
@@ -182,35 +207,31 @@ async def list_trackings(request: web.Request) -> web.Response:
     if workspace is not None and rt.settings.workspace(workspace) is None:
         raise ApiProblem(400, "Invalid query", "workspace: unknown workspace", field="workspace")
     query = TrackingQuery(
-        state=_choice(q, "state", ("active", "terminal")),  # type: ignore[arg-type]
-        kind=_choice(q, "kind", get_args(Kind)),
-        outcome=_choice(q, "outcome", OUTCOMES),  # type: ignore[arg-type]
+        state=_choice(q, "state", TrackingState),
+        kind=_choice(q, "kind", Kind),
+        outcome=_choice(q, "outcome", Outcome),
         workspace=workspace,
         labels=labels,
         limit=int(limit_text),
         cursor=q.get("cursor") or None,
     )
     try:
-        items, cursor = await rt.store.list_trackings(query)
-    except ValueError:
+        items, cursor = await tracker_of(rt).list(query)
+    except ValueError:  # InvalidCursor
         raise ApiProblem(400, "Invalid query", "cursor: not a cursor", field="cursor") from None
-    live = rt.engine.live
-    return json_response(
-        {"items": [tracking_resource(live(t)) for t in items], "next_cursor": cursor}
-    )
+    return json_response({"items": [tracking_resource(t) for t in items], "next_cursor": cursor})
 
 
 @routes.post("/v1/trackings/{tracking_id}/cancel")
 async def cancel_tracking(request: web.Request) -> web.Response:
-    rt = request.app[RUNTIME]
-    tracking = await active_function_job(
-        request, "Not cancellable", "only function jobs can be cancelled"
-    )
-    answer = await rt.engine.cancel(tracking.tracking_id)
-    if answer is None:
-        raise ApiProblem(409, "Already terminal", "the tracking has just ended")
+    tracker = tracker_of(request.app[RUNTIME])
+    tracking_id = path_tracking_id(request)
+    try:
+        answer = await tracker.cancel(tracking_id)
+    except TrackingError as exc:
+        raise tracking_problem(exc, _NOT_CANCELLABLE) from None
     body = {
-        "tracking_id": tracking.tracking_id,
+        "tracking_id": tracking_id,
         "remote_status": answer.remote_status,
         "detail": answer.detail,
     }
@@ -231,16 +252,9 @@ async def cancel_tracking(request: web.Request) -> web.Response:
 
 @routes.delete("/v1/trackings/{tracking_id}")
 async def abandon_tracking(request: web.Request) -> web.Response:
-    rt = request.app[RUNTIME]
-    tracking = await _tracking(request)
-    if tracking.state == "active":
-        ended = await rt.engine.abandon(tracking.tracking_id)
-        if ended is not None:
-            return json_response(tracking_resource(ended))
-        tracking = await _tracking(request)
-    raise ApiProblem(
-        409,
-        "Already terminal",
-        f"the tracking ended as {tracking.outcome}",
-        extra={"outcome": tracking.outcome},
-    )
+    tracker = tracker_of(request.app[RUNTIME])
+    try:
+        ended = await tracker.abandon(path_tracking_id(request))
+    except TrackingError as exc:
+        raise tracking_problem(exc) from None
+    return json_response(tracking_resource(ended))

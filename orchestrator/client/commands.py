@@ -17,27 +17,28 @@ from rich.table import Table
 from orchestrator.client.errors import OrchestratorApiError
 from orchestrator.client.http import OrchestratorClient
 from orchestrator.client.models import Tracking
+from orchestrator.vocabulary import Outcome, TrackingState
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 
 # ``track --wait`` exit codes, one per outcome (documented in docs/api.md).
-EXIT_CODES = {
-    "succeeded": 0,
-    "failed": 1,
-    "cancelled": 2,
-    "deadline_exceeded": 3,
-    "not_found": 4,
-    "abandoned": 5,
+EXIT_CODES: dict[str, int] = {
+    Outcome.SUCCEEDED: 0,
+    Outcome.FAILED: 1,
+    Outcome.CANCELLED: 2,
+    Outcome.DEADLINE_EXCEEDED: 3,
+    Outcome.NOT_FOUND: 4,
+    Outcome.ABANDONED: 5,
 }
 EXIT_USAGE = 10  # bad arguments, an API problem, or no service to talk to
 
-_STYLE = {
-    "succeeded": "green",
-    "failed": "red",
-    "cancelled": "yellow",
-    "deadline_exceeded": "magenta",
-    "not_found": "bright_black",
-    "abandoned": "bright_black",
+_STYLE: dict[str, str] = {
+    Outcome.SUCCEEDED: "green",
+    Outcome.FAILED: "red",
+    Outcome.CANCELLED: "yellow",
+    Outcome.DEADLINE_EXCEEDED: "magenta",
+    Outcome.NOT_FOUND: "bright_black",
+    Outcome.ABANDONED: "bright_black",
 }
 # More than this many active trackings are counted from the first pages only.
 STATUS_SCAN_LIMIT = 20_000
@@ -66,7 +67,7 @@ def detail_of(t: Tracking) -> str:
     for key in ("result_summary", "last_error", "error_summary", "cancellation_reason_code"):
         if result.get(key):
             return str(result[key])[:60]
-    if t.outcome == "deadline_exceeded":
+    if t.outcome == Outcome.DEADLINE_EXCEEDED:
         return f"last seen {result.get('last_remote_status') or 'nothing'}"
     if t.last_error:
         return str(t.last_error.get("kind"))
@@ -145,12 +146,12 @@ async def status(console: Console, *, server: str | None = None, recent: int = 1
         async with _client(server) as orch:
             counts: Counter[tuple[str, str, str]] = Counter()
             scanned = 0
-            async for t in orch.list(state="active", page_size=1000):
+            async for t in orch.list(state=TrackingState.ACTIVE, page_size=1000):
                 counts[(t.workspace, t.kind, t.remote_status or "(not read yet)")] += 1
                 scanned += 1
                 if scanned >= STATUS_SCAN_LIMIT:
                     break
-            page = await orch.list_page(state="terminal", limit=max(50, recent * 5))
+            page = await orch.list_page(state=TrackingState.TERMINAL, limit=max(50, recent * 5))
     except OrchestratorApiError as exc:
         console.print(f"[red]orchestrator: {exc}[/]")
         return EXIT_USAGE

@@ -18,10 +18,10 @@ from orchestrator.client.models import (
     CancelResult,
     Event,
     EventPage,
-    Kind,
     Tracking,
     TrackingPage,
 )
+from orchestrator.vocabulary import Kind, Outcome, TrackingState
 
 
 class OrchestratorClient:
@@ -158,9 +158,9 @@ class OrchestratorClient:
     async def list_page(
         self,
         *,
-        state: Literal["active", "terminal"] | None = None,
-        kind: str | None = None,
-        outcome: str | None = None,
+        state: TrackingState | str | None = None,
+        kind: Kind | str | None = None,
+        outcome: Outcome | str | None = None,
         workspace: str | None = None,
         labels: Mapping[str, str] | None = None,
         limit: int = 100,
@@ -176,7 +176,7 @@ class OrchestratorClient:
             ("cursor", cursor),
         ):
             if value is not None:
-                params.append((name, value))
+                params.append((name, str(value)))
         params += [("label", f"{k}:{v}") for k, v in (labels or {}).items()]
         answer = await self._call("GET", "/v1/trackings", params=params)
         return TrackingPage(
@@ -186,9 +186,9 @@ class OrchestratorClient:
     async def list(
         self,
         *,
-        state: Literal["active", "terminal"] | None = None,
-        kind: str | None = None,
-        outcome: str | None = None,
+        state: TrackingState | str | None = None,
+        kind: Kind | str | None = None,
+        outcome: Outcome | str | None = None,
         workspace: str | None = None,
         labels: Mapping[str, str] | None = None,
         page_size: int = 500,

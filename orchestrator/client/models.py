@@ -4,22 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-Kind = Literal["function_job", "net_operation_build", "workspace_ui_build"]
-TERMINAL_OUTCOMES = (
-    "succeeded",
-    "failed",
-    "cancelled",
-    "deadline_exceeded",
-    "not_found",
-    "abandoned",
-)
+from orchestrator.vocabulary import Outcome, TrackingState
+
+TERMINAL_OUTCOMES: tuple[Outcome, ...] = tuple(Outcome)
 
 
 @dataclass(frozen=True, slots=True)
 class Tracking:
-    """A tracking resource (see CONTRACT.md section 3); ``raw`` keeps the whole JSON."""
+    """A tracking resource (see CONTRACT.md section 3); ``raw`` keeps the whole JSON.
+
+    ``kind``, ``state`` and ``outcome`` stay the strings the service sent (they equal
+    the members of ``orchestrator.vocabulary``), so a newer service's words still load.
+    """
 
     tracking_id: str
     workspace: str
@@ -35,13 +33,14 @@ class Tracking:
     created_at: str
     terminal_at: str | None
     next_poll_at: str | None
+    next_poll_reason: str | None
     labels: dict[str, str]
     correlation_id: str | None
     raw: dict[str, Any] = field(repr=False, compare=False)
 
     @property
     def terminal(self) -> bool:
-        return self.state == "terminal"
+        return self.state == TrackingState.TERMINAL
 
     @property
     def remote(self) -> Any:
@@ -65,6 +64,7 @@ class Tracking:
             created_at=data["created_at"],
             terminal_at=data.get("terminal_at"),
             next_poll_at=data.get("next_poll_at"),
+            next_poll_reason=data.get("next_poll_reason"),
             labels=dict(data.get("labels") or {}),
             correlation_id=data.get("correlation_id"),
             raw=dict(data),

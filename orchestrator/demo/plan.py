@@ -17,11 +17,12 @@ from typing import Any
 import aiohttp
 
 from orchestrator.client import intake_body
+from orchestrator.vocabulary import Kind, Outcome
 
 JOB_KEYS = ("billing.sync-invoices", "reports.nightly-export", "totals.recalculate")
-BUILD_ROUTES = {
-    "net_operation_build": "/api/workspace/admin/net-operation-project/builds",
-    "workspace_ui_build": "/api/workspace/admin/ui-project/builds",
+BUILD_ROUTES: dict[str, str] = {
+    Kind.NET_OPERATION_BUILD: "/api/workspace/admin/net-operation-project/builds",
+    Kind.WORKSPACE_UI_BUILD: "/api/workspace/admin/ui-project/builds",
 }
 # The simulator's profile for the ordinary work: short, with a realistic mix.
 PROFILE = {
@@ -58,9 +59,9 @@ FOREVER = 3600.0
 @dataclass(frozen=True, slots=True)
 class Scenario:
     name: str
-    kind: str
+    kind: Kind
     steps: list[dict[str, Any]]
-    expected: str
+    expected: Outcome
     timeout_s: float = 60.0
     cancel: bool = False  # the demo asks the orchestrator to cancel it
     faults: tuple[dict[str, Any], ...] = ()  # rules for this id only
@@ -73,7 +74,7 @@ def _job(*steps: dict[str, Any]) -> list[dict[str, Any]]:
 SCENARIOS = (
     Scenario(
         "retry-after-NextRunAt",
-        "function_job",
+        Kind.FUNCTION_JOB,
         _job(
             {"after_s": 0.3, "status": "Leased"},
             {"after_s": 1.0, "status": "Queued", "next_run_at_in_s": 1.5,
@@ -83,75 +84,75 @@ SCENARIOS = (
             {"after_s": 3.2, "status": "Completed",
              "run": {"Status": "Success", "ResultSummary": "412 invoices synced"}},
         ),
-        "succeeded",
+        Outcome.SUCCEEDED,
     ),
     Scenario(
         "storage-full",
-        "net_operation_build",
+        Kind.NET_OPERATION_BUILD,
         _job({"after_s": 0.4, "status": "Running"},
              {"after_s": 1.5, "status": "Failed", "failure": "storage_capacity_exhausted"}),
-        "failed",
+        Outcome.FAILED,
     ),
     Scenario(
         "publication-unconfirmed",
-        "net_operation_build",
+        Kind.NET_OPERATION_BUILD,
         _job({"after_s": 0.3, "status": "Running"},
              {"after_s": 2.0, "status": "Failed", "failure": "publication_commit_unconfirmed"}),
-        "failed",
+        Outcome.FAILED,
     ),
     Scenario(
         "ui-build-failed",
-        "workspace_ui_build",
+        Kind.WORKSPACE_UI_BUILD,
         _job({"after_s": 0.2, "status": "Running"},
              {"after_s": 1.2, "status": "Failed", "last_error": "bundle: missing asset"}),
-        "failed",
+        Outcome.FAILED,
     ),
     Scenario(
         "job-failed",
-        "function_job",
+        Kind.FUNCTION_JOB,
         _job({"after_s": 0.2, "status": "Leased"},
              {"after_s": 1.0, "status": "Failed", "last_error": "upstream refused",
               "run": {"Status": "Failed", "ErrorSummary": "HTTP 403 from the ledger"}}),
-        "failed",
+        Outcome.FAILED,
     ),
     Scenario(
         "cancelled-by-caller",
-        "function_job",
+        Kind.FUNCTION_JOB,
         _job({"after_s": 25, "status": "Leased"}, {"after_s": 26, "status": "Completed"}),
-        "cancelled",
+        Outcome.CANCELLED,
         cancel=True,
     ),
     Scenario(
         "cancelled-remotely",
-        "net_operation_build",
+        Kind.NET_OPERATION_BUILD,
         _job({"after_s": 0.3, "status": "Running"}, {"after_s": 1.2, "status": "Cancelled"}),
-        "cancelled",
+        Outcome.CANCELLED,
     ),
     Scenario(
         "job-past-deadline",
-        "function_job",
+        Kind.FUNCTION_JOB,
         _job({"after_s": 0.3, "status": "Leased"}, {"after_s": FOREVER, "status": "Completed"}),
-        "deadline_exceeded",
+        Outcome.DEADLINE_EXCEEDED,
         timeout_s=3.0,
     ),
     Scenario(
         "build-past-deadline",
-        "workspace_ui_build",
+        Kind.WORKSPACE_UI_BUILD,
         _job({"after_s": 0.3, "status": "Running"}, {"after_s": FOREVER, "status": "Succeeded"}),
-        "deadline_exceeded",
+        Outcome.DEADLINE_EXCEEDED,
         timeout_s=2.5,
     ),
     Scenario(
         "vanished-404",
-        "function_job",
+        Kind.FUNCTION_JOB,
         [{"after_s": 0, "not_found": True}],
-        "not_found",
+        Outcome.NOT_FOUND,
     ),
     Scenario(
         "flaky-transport",
-        "function_job",
+        Kind.FUNCTION_JOB,
         _job({"after_s": 0.3, "status": "Leased"}, {"after_s": 2.0, "status": "Completed"}),
-        "succeeded",
+        Outcome.SUCCEEDED,
         faults=(
             {"route": "job_status", "fault": "http_5xx", "status": 503, "max_hits": 2},
             {"route": "job_status", "fault": "reset", "max_hits": 1},
@@ -160,17 +161,17 @@ SCENARIOS = (
     ),
     Scenario(
         "completed-without-evidence",
-        "function_job",
+        Kind.FUNCTION_JOB,
         _job({"after_s": 0.2, "status": "Leased"},
              {"after_s": 0.8, "status": "Completed", "run": {"ResultSummary": ""}},
              {"after_s": 2.0, "status": "Completed", "run": {"ResultSummary": "4 rows"}}),
-        "succeeded",
+        Outcome.SUCCEEDED,
     ),
     Scenario(
         "build-succeeded",
-        "workspace_ui_build",
+        Kind.WORKSPACE_UI_BUILD,
         _job({"after_s": 0.5, "status": "Running"}, {"after_s": 1.8, "status": "Succeeded"}),
-        "succeeded",
+        Outcome.SUCCEEDED,
     ),
 )  # fmt: skip
 
@@ -240,10 +241,10 @@ async def create_work(
                     resp.raise_for_status()
                     answer = await resp.json()
                 intake = intake_body(
-                    "function_job", enqueue_response=answer, timeout_s=60,
+                    Kind.FUNCTION_JOB, enqueue_response=answer, timeout_s=60,
                     labels={"demo": key}, correlation_id=f"demo-{i}",
                 )  # fmt: skip
-                return Planned(key, "function_job", intake, remote_id=answer["Data"]["JobId"])
+                return Planned(key, Kind.FUNCTION_JOB, intake, remote_id=answer["Data"]["JobId"])
             async with session.post(sim_url + BUILD_ROUTES[what], json={"Kind": build_kind}) as r:
                 r.raise_for_status()
                 answer = await r.json()

@@ -15,9 +15,9 @@ from orchestrator.client import Event
 from orchestrator.client.commands import outcome_text
 from orchestrator.demo.plan import Planned
 from orchestrator.demo.sink import SinkStats
+from orchestrator.vocabulary import STATUS_KINDS, Outcome, PollResult
 
-KINDS = ("function_job", "net_operation_build", "workspace_ui_build")
-OUTCOMES = ("succeeded", "failed", "cancelled", "deadline_exceeded", "not_found", "abandoned")
+_ANSWERS = (PollResult.OK, PollResult.NOT_FOUND)  # every other poll result is transport trouble
 _POLLS = re.compile(r"^orchestrator_polls_total\{([^}]*)\} ([0-9.e+]+)$", re.M)
 _ANOMALIES = re.compile(r"^orchestrator_contract_anomalies_total\{[^}]*\} ([0-9.e+]+)$", re.M)
 _RESULT = re.compile(r'result="([^"]+)"')
@@ -83,7 +83,7 @@ class Tally:
 
     @property
     def transport_errors(self) -> int:
-        return sum(n for r, n in self.polls_by_result.items() if r not in ("ok", "not_found"))
+        return sum(n for r, n in self.polls_by_result.items() if r not in _ANSWERS)
 
     @property
     def scripted(self) -> int:
@@ -94,11 +94,11 @@ def outcome_table(tally: Tally, title: str | None = None) -> Table:
     table = Table(title=title, title_justify="left", expand=False)
     table.add_column("kind")
     table.add_column("active", justify="right")
-    shown = [o for o in OUTCOMES if o != "abandoned" or tally.count(o)]
+    shown = [o for o in Outcome if o != Outcome.ABANDONED or tally.count(o)]
     for outcome in shown:
         table.add_column(outcome_text(outcome), justify="right")
     table.add_column("total", justify="right")
-    for kind in KINDS:
+    for kind in STATUS_KINDS:
         got = tally.outcomes.get(kind, Counter())
         active = tally.submitted[kind] - sum(got.values())
         table.add_row(kind, str(active), *(str(got[o]) for o in shown), str(tally.submitted[kind]))
@@ -107,7 +107,7 @@ def outcome_table(tally: Tally, title: str | None = None) -> Table:
 
 def stats_line(tally: Tally, sink: SinkStats, elapsed: float) -> str:
     errors = ", ".join(
-        f"{r} {n}" for r, n in sorted(tally.polls_by_result.items()) if r != "ok" and n
+        f"{r} {n}" for r, n in sorted(tally.polls_by_result.items()) if r != PollResult.OK and n
     )
     polls = sum(tally.polls_by_result.values())
     return (
@@ -141,7 +141,7 @@ class Display:
         if not force and elapsed - self._last_plain < 1.0:
             return
         self._last_plain = elapsed
-        counts = " ".join(f"{o} {tally.count(o)}" for o in OUTCOMES if tally.count(o))
+        counts = " ".join(f"{o} {tally.count(o)}" for o in Outcome if tally.count(o))
         self.console.print(
             f"[{elapsed:5.1f}s] {len(tally.ended)}/{tally.total} ended"
             + (f" · {counts}" if counts else "")
@@ -184,9 +184,7 @@ def summary(
         )
     trouble = ", ".join(f"{k} {v}" for k, v in sorted(fired.items())) or "none"
     seen = ", ".join(
-        f"{r} {n}"
-        for r, n in sorted(tally.polls_by_result.items())
-        if r not in ("ok", "not_found") and n
+        f"{r} {n}" for r, n in sorted(tally.polls_by_result.items()) if r not in _ANSWERS and n
     )
     console.print(
         f"transport faults injected: {trouble}; seen by the pollers: {seen or 'none'} "

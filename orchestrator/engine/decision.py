@@ -8,7 +8,6 @@ engine applies the decision in one place (``Engine._apply``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Protocol
 
 from orchestrator.clock import iso
@@ -16,17 +15,7 @@ from orchestrator.config import PollingConfig
 from orchestrator.engine.backoff import next_delay
 from orchestrator.interpret import TERMINAL_PHASES
 from orchestrator.kinds.base import Judgement
-
-
-class NextPollReason(StrEnum):
-    """Why the next read is due when it is (the tracking's ``next_poll_reason``)."""
-
-    FIRST_READ = "first_read"
-    BACKOFF = "backoff"
-    NEXT_RUN_AT = "next_run_at"
-    RETRY_AFTER = "retry_after"
-    NOT_FOUND_CONFIRMATION = "not_found_confirmation"
-    DEADLINE = "deadline"
+from orchestrator.vocabulary import NextPollReason, Outcome
 
 
 class PollState(Protocol):
@@ -98,7 +87,7 @@ def decide(
             d.nf_first = now_w
         d.nf_count += 1
         if d.nf_count >= p.not_found_confirmations and now_w - d.nf_first >= p.not_found_min_s:
-            d.outcome = "not_found"
+            d.outcome = Outcome.NOT_FOUND
             d.result = {"remote_id": s.remote_id}
             if j.not_found_reason is not None:
                 d.result["reason"] = j.not_found_reason
@@ -119,7 +108,7 @@ def decide(
             d.outcome, d.result, d.conclude = j.phase.value, j.result, j.conclude
             return d
     if now_m >= s.deadline_mono:
-        d.outcome = "deadline_exceeded"
+        d.outcome = Outcome.DEADLINE_EXCEEDED
         d.result = {**deadline_result(s, d.last_error), **j.summary}
         return d
 

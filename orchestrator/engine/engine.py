@@ -19,7 +19,7 @@ from orchestrator.clock import Clock
 from orchestrator.config import Settings
 from orchestrator.engine.backoff import jittered
 from orchestrator.engine.cancel import CancelAnswer, cancel
-from orchestrator.engine.decision import Decision, NextPollReason, decide
+from orchestrator.engine.decision import Decision, decide
 from orchestrator.engine.entry import Entry
 from orchestrator.engine.finishing import FINISH_RETRY_S, Finisher
 from orchestrator.engine.probes import PollMetrics
@@ -33,6 +33,7 @@ from orchestrator.metrics import Metrics
 from orchestrator.platform.run_history import RunHistory
 from orchestrator.platform.stop_retries import RetryStopper, StopAnswer
 from orchestrator.store.base import NewEvent, PollUpdate, Store, Tracking
+from orchestrator.vocabulary import NextPollReason
 from orchestrator.workspace.client import WorkspaceClient
 
 log = logging.getLogger("orchestrator.engine")
@@ -333,6 +334,7 @@ class Engine:
             t.polls = max(t.polls, entry.polls)
             t.last_polled_at = entry.last_polled_at or t.last_polled_at
             t.next_poll_at = self._to_wall(entry.due)
+            t.next_poll_reason = entry.reason
         return t
 
     async def _checkpoint(self) -> None:
@@ -423,6 +425,7 @@ class Engine:
         entry = self.entries.get(tracking_id)
         if entry is not None:
             entry.delay = None
+            entry.reason = NextPollReason.BACKOFF
             soon = self.clock.monotonic() + min(0.2, self.polling.initial_delay_s)
             self.schedulers[entry.workspace].schedule(entry, min(soon, entry.deadline_mono))
 

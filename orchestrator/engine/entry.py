@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 
 from orchestrator.store.base import Tracking
+from orchestrator.vocabulary import NextPollReason
 
 _NO_LABELS: dict[str, str] = {}
 
@@ -70,7 +71,7 @@ class Entry:
         self.nf_count = 0
         self.nf_first = 0.0
         self.resumed = False  # resumed at start-up and not read yet by this process
-        self.reason = "first_read"  # why the next read is due when it is
+        self.reason = NextPollReason.FIRST_READ  # why the next read is due when it is
 
     def to_tracking(
         self,
@@ -104,4 +105,5 @@ class Entry:
             correlation_id=self.correlation_id,
             callback_url=self.callback_url,
             notify=self.notify,
+            next_poll_reason=self.reason if state == "active" else None,
         )

@@ -16,6 +16,7 @@ from urllib.parse import unquote, urlsplit
 
 from orchestrator.errors import EnumResolutionError
 from orchestrator.interpret.verdict import EnumMap
+from orchestrator.vocabulary import STATUS_KINDS, Kind
 
 JOB_STATUSES = ("Queued", "Leased", "Completed", "Failed", "Cancelled")
 BUILD_STATUSES = ("Queued", "Running", "Succeeded", "Failed", "Cancelled")
@@ -23,15 +24,14 @@ BUILD_STATUSES = ("Queued", "Running", "Succeeded", "Failed", "Cancelled")
 # accepted on the wire, but its integers come only from the OpenAPI document.
 RUN_STATUSES = ("Running", "Success", "Failed", "Skipped", "Cancelled", "TimedOut")
 BUILD_KINDS = ("Build", "Check")
-KINDS = ("function_job", "net_operation_build", "workspace_ui_build")
 
 _FALLBACK: dict[str, dict[str, dict[int, str]]] = {
-    "function_job": {"status": dict(enumerate(JOB_STATUSES))},
-    "net_operation_build": {
+    Kind.FUNCTION_JOB: {"status": dict(enumerate(JOB_STATUSES))},
+    Kind.NET_OPERATION_BUILD: {
         "status": dict(enumerate(BUILD_STATUSES)),
         "kind": {0: "Build", 1: "Check"},
     },
-    "workspace_ui_build": {
+    Kind.WORKSPACE_UI_BUILD: {
         "status": dict(enumerate(BUILD_STATUSES)),
         "kind": {0: "Check", 1: "Build"},
     },
@@ -49,12 +49,14 @@ _MAX_NODES = 20_000
 def fallback_enums(kind: str) -> EnumMap:
     """The values printed in the platform documentation (no run status among them).
 
-    Raises ValueError for a kind that is not one of ``KINDS``.
+    Raises ValueError for a kind that is not one of ``STATUS_KINDS``.
     """
     try:
         table = _FALLBACK[kind]
     except KeyError:
-        raise ValueError(f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}") from None
+        raise ValueError(
+            f"unknown kind {kind!r}; expected one of {', '.join(STATUS_KINDS)}"
+        ) from None
     return EnumMap(values={path: dict(m) for path, m in table.items()}, source="fallback")
 
 

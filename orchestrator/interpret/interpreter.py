@@ -34,10 +34,10 @@ from orchestrator.interpret.enums import (
     BUILD_KINDS,
     BUILD_STATUSES,
     JOB_STATUSES,
-    KINDS,
     RUN_STATUSES,
 )
 from orchestrator.interpret.verdict import EnumMap, Phase, Verdict
+from orchestrator.vocabulary import STATUS_KINDS
 
 _Outcome = Literal["ok", "unreadable", "unresolved", "unknown"]
 
@@ -49,6 +49,7 @@ _BUILD_PHASES = {
     "Cancelled": Phase.CANCELLED,
 }
 _SUCCESS_RUN_STATUSES = frozenset({"Success", "Skipped"})
+_KINDS = frozenset(STATUS_KINDS)
 
 
 def interpret(kind: str, body: Any, enums: EnumMap) -> Verdict:
@@ -62,7 +63,7 @@ def interpret(kind: str, body: Any, enums: EnumMap) -> Verdict:
 
 
 def _interpret(kind: str, body: Any, enums: EnumMap) -> Verdict:
-    if kind not in KINDS:
+    if kind not in _KINDS:
         return _invalid("unknown_kind", kind)
     if not isinstance(body, Mapping):
         return _invalid("not_an_object", kind)

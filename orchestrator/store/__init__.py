@@ -12,12 +12,10 @@ from orchestrator.store.base import (
     Finish,
     NewEvent,
     NewTracking,
-    Outcome,
     PollUpdate,
     Store,
     Tracking,
     TrackingQuery,
-    TrackingState,
 )
 from orchestrator.store.memory import MemoryStore
 from orchestrator.store.sqlite import SqliteStore
@@ -32,13 +30,11 @@ __all__ = [
     "MemoryStore",
     "NewEvent",
     "NewTracking",
-    "Outcome",
     "PollUpdate",
     "SqliteStore",
     "Store",
     "Tracking",
     "TrackingQuery",
-    "TrackingState",
     "open_store",
 ]
 

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-TrackingState = Literal["active", "terminal"]
-Outcome = Literal["succeeded", "failed", "cancelled", "deadline_exceeded", "not_found", "abandoned"]
+from orchestrator.vocabulary import NextPollReason, Outcome, TrackingState
+
 DeliveryState = Literal["pending", "delivered", "dead"]
 
 
@@ -27,7 +27,7 @@ class NewTracking:
 
     tracking_id: str
     workspace: str
-    kind: str
+    kind: str  # a Kind's value as a plain str, as in Tracking: the engine interns it
     remote_id: str
     deadline_at: float
     created_at: float
@@ -64,6 +64,9 @@ class Tracking:
     # (see engine/entry.py); ``load_active`` leaves ``remote`` out when a digest is set.
     remote_fingerprint: str | None = None
     remote_digest: bytes | None = None
+    # Why the next read is due when it is: the engine's, not stored (None when
+    # the engine does not hold the tracking, or it is terminal).
+    next_poll_reason: NextPollReason | None = None
 
 
 @dataclass(slots=True)

@@ -27,6 +27,7 @@ from orchestrator.store.base import (
     Tracking,
     TrackingQuery,
 )
+from orchestrator.vocabulary import TrackingState
 
 
 class MemoryStore:
@@ -93,7 +94,8 @@ class MemoryStore:
 
     async def active_counts(self) -> dict[str, int]:
         self._read()
-        return dict(Counter(t.workspace for t in self._trackings.values() if t.state == "active"))
+        active = (t for t in self._trackings.values() if t.state == TrackingState.ACTIVE)
+        return dict(Counter(t.workspace for t in active))
 
     async def load_active(
         self, after: str | None = None, limit: int | None = None
@@ -106,7 +108,7 @@ class MemoryStore:
             (
                 t
                 for t in self._trackings.values()
-                if t.state == "active" and (after is None or t.tracking_id > after)
+                if t.state == TrackingState.ACTIVE and (after is None or t.tracking_id > after)
             ),
             key=lambda t: t.tracking_id,
         )
@@ -164,7 +166,7 @@ class MemoryStore:
 
     def _finish_one(self, item: Finish) -> None:
         tracking = self._trackings[item.tracking_id]
-        tracking.state = "terminal"
+        tracking.state = TrackingState.TERMINAL
         tracking.outcome = item.outcome
         tracking.terminal_at = item.terminal_at
         tracking.result = copy.deepcopy(item.result)
@@ -192,7 +194,7 @@ class MemoryStore:
             (
                 t
                 for t in self._trackings.values()
-                if t.state == "terminal"
+                if t.state == TrackingState.TERMINAL
                 and t.terminal_at is not None
                 and t.terminal_at < before
                 and t.tracking_id not in pending_trackings
@@ -212,7 +214,7 @@ class MemoryStore:
 
     def _is_active(self, tracking_id: str) -> bool:
         tracking = self._trackings.get(tracking_id)
-        return tracking is not None and tracking.state == "active"
+        return tracking is not None and tracking.state == TrackingState.ACTIVE
 
     # -- events and deliveries ----------------------------------------------------------
 

@@ -18,10 +18,11 @@ import aiohttp
 import orjson
 
 from orchestrator.clock import Clock
-from orchestrator.config import KINDS, WorkspaceConfig
+from orchestrator.config import WorkspaceConfig
 from orchestrator.errors import EnumResolutionError
 from orchestrator.interpret import EnumMap, fallback_enums, resolve_enums
 from orchestrator.retry_after import parse_retry_after
+from orchestrator.vocabulary import STATUS_KINDS
 from orchestrator.workspace.gate import WorkspaceGate
 from orchestrator.workspace.readresult import ReadResult, answered, timed_out, trouble
 from orchestrator.workspace.transport import AiohttpTransport, Transport, TransportError
@@ -52,7 +53,7 @@ class WorkspaceClient:
             "net_operation_build": cfg.paths.net_operation_build,
             "workspace_ui_build": cfg.paths.workspace_ui_build,
         }
-        self.enums: dict[str, EnumMap] = {k: fallback_enums(k) for k in KINDS}
+        self.enums: dict[str, EnumMap] = {k.value: fallback_enums(k) for k in STATUS_KINDS}
         self._digest_keys: dict[str, bytes] = {}
         self._key_digests()
 
@@ -151,7 +152,7 @@ class WorkspaceClient:
             return False
         document = read.body
         ok = True
-        for kind in KINDS:
+        for kind in (k.value for k in STATUS_KINDS):
             try:
                 self.enums[kind] = resolve_enums(document, self._templates[kind])
             except EnumResolutionError as exc:

@@ -1,0 +1,136 @@
+"""The operations a caller has on trackings: track, query, cancel, abandon, stop retries.
+
+One place owns them, as procrastinate's job manager does: the HTTP handlers
+parse and validate a request, call one method here and shape the answer. Intake
+is validated before it arrives (``NewTracking``); a refusal that concerns the
+tracking itself is a ``TrackingError`` (see ``errors.py``), which the API turns
+into its problem.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.engine.cancel import CancelAnswer
+from orchestrator.errors import (
+    AlreadyTerminal,
+    EndedMeanwhile,
+    NotAFunctionJob,
+    TrackingNotFound,
+    UnknownWorkspace,
+)
+from orchestrator.platform.discovery import execution_model
+from orchestrator.platform.stop_retries import StopAnswer
+from orchestrator.vocabulary import Kind, TrackingState
+
+if TYPE_CHECKING:
+    from orchestrator.engine.engine import Engine
+    from orchestrator.metrics import Metrics
+    from orchestrator.store.base import NewTracking, Store, Tracking, TrackingQuery
+
+
+class Tracker:
+    def __init__(self, engine: Engine, store: Store, metrics: Metrics) -> None:
+        self._engine = engine
+        self._store = store
+        self._metrics = metrics
+
+    # -- intake -------------------------------------------------------------
+
+    async def track(self, items: Sequence[NewTracking]) -> list[tuple[Tracking, bool]]:
+        """Store the items in one durable transaction, in order, and poll the new ones.
+
+        Each comes back with True when it is new, or False with the tracking that
+        already had its (workspace, kind, remote_id). No items: nothing is written.
+        Raises StoreUnavailable (nothing written) when the store cannot write.
+        """
+        if not items:
+            return []
+        stored = await self._store.create_trackings(items)
+        created: Counter[tuple[str, str]] = Counter()
+        for tracking, new in stored:
+            if new:
+                created[tracking.workspace, tracking.kind] += 1
+                self._engine.add(tracking)
+        for (workspace, kind), n in created.items():
+            self._metrics.trackings_created_total.labels(workspace=workspace, kind=kind).inc(n)
+        return stored
+
+    # -- queries ------------------------------------------------------------
+
+    async def get(self, tracking_id: str) -> Tracking:
+        """The tracking, with the poll counters the engine holds; TrackingNotFound."""
+        return self._engine.live(await self._stored(tracking_id))
+
+    async def list(self, query: TrackingQuery) -> tuple[list[Tracking], str | None]:
+        """A page, newest first, and the next page's cursor; InvalidCursor for a bad one."""
+        items, cursor = await self._store.list_trackings(query)
+        return [self._engine.live(t) for t in items], cursor
+
+    async def active_function_job(self, tracking_id: str) -> Tracking:
+        """The tracking, when it is an active function job (the only kind with a job
+        to cancel or a retry chain to stop): else TrackingNotFound, NotAFunctionJob
+        or AlreadyTerminal."""
+        tracking = await self._stored(tracking_id)
+        if tracking.kind != Kind.FUNCTION_JOB:
+            raise NotAFunctionJob
+        if tracking.state != TrackingState.ACTIVE:
+            raise AlreadyTerminal(tracking.outcome)
+        return tracking
+
+    # -- caller actions -----------------------------------------------------
+
+    async def cancel(self, tracking_id: str) -> CancelAnswer:
+        """Forward a cancel to Moltaro if a fresh read says CanCancel; polling goes on.
+
+        Raises what ``active_function_job`` raises, or EndedMeanwhile.
+        """
+        await self.active_function_job(tracking_id)
+        answer = await self._engine.cancel(tracking_id)
+        if answer is None:
+            raise EndedMeanwhile
+        return answer
+
+    async def stop_retries(self, tracking_id: str, expected_modified_at: str | None) -> StopAnswer:
+        """Ask Function operations to stop the job's retry chain; polling goes on.
+
+        ``expected_modified_at``: the job's ModifiedAt the caller saw (None: read it
+        now). Raises what ``active_function_job`` raises, or EndedMeanwhile.
+        """
+        await self.active_function_job(tracking_id)
+        answer = await self._engine.stop_retries(tracking_id, expected_modified_at)
+        if answer is None:
+            raise EndedMeanwhile
+        return answer
+
+    async def abandon(self, tracking_id: str) -> Tracking:
+        """Stop tracking (outcome ``abandoned``); the remote work is left alone.
+
+        Raises TrackingNotFound, or AlreadyTerminal with the outcome it ended with.
+        """
+        tracking = await self._stored(tracking_id)
+        if tracking.state == TrackingState.ACTIVE:
+            ended = await self._engine.abandon(tracking_id)
+            if ended is not None:
+                return ended
+            tracking = await self._stored(tracking_id)  # it ended meanwhile: as what?
+        raise AlreadyTerminal(tracking.outcome)
+
+    # -- the platform's other surfaces --------------------------------------
+
+    async def execution_model(self, workspace: str, function_key: str) -> dict[str, Any] | None:
+        """How ``function_key`` runs in ``workspace``, read from its catalog now (None:
+        the catalog has no such key). Raises UnknownWorkspace, or DiscoveryError when
+        a catalog route cannot be read."""
+        client = self._engine.clients.get(workspace)
+        if client is None:
+            raise UnknownWorkspace
+        return await execution_model(client, function_key)
+
+    async def _stored(self, tracking_id: str) -> Tracking:
+        tracking = await self._store.get_tracking(tracking_id)
+        if tracking is None:
+            raise TrackingNotFound
+        return tracking

@@ -1,0 +1,83 @@
+"""The service's words, each defined once: kinds, outcomes, error kinds, poll results.
+
+The API models, the store, the metrics, the client, the CLI and the demo import
+them from here. Each is a ``StrEnum``: a member is its string
+(``Kind.SCHEDULE == "schedule"``), so it serialises, formats and labels metrics
+as that string, and code that still compares with plain strings keeps working.
+This module imports nothing of the project, so every package may import it.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Kind(StrEnum):
+    """What a tracking follows: a function job, a build of either project type, a schedule."""
+
+    FUNCTION_JOB = "function_job"
+    NET_OPERATION_BUILD = "net_operation_build"
+    WORKSPACE_UI_BUILD = "workspace_ui_build"
+    SCHEDULE = "schedule"
+
+
+# The kinds whose id is read from one status route and judged by the interpreter;
+# a schedule is followed through its occurrences instead.
+STATUS_KINDS: tuple[Kind, ...] = (
+    Kind.FUNCTION_JOB,
+    Kind.NET_OPERATION_BUILD,
+    Kind.WORKSPACE_UI_BUILD,
+)
+
+
+class TrackingState(StrEnum):
+    """Active while it is polled; terminal once it has its outcome."""
+
+    ACTIVE = "active"
+    TERMINAL = "terminal"
+
+
+class Outcome(StrEnum):
+    """How a tracking ended; also the last word of its terminal event's type."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    DEADLINE_EXCEEDED = "deadline_exceeded"
+    NOT_FOUND = "not_found"
+    ABANDONED = "abandoned"
+
+
+class ErrorKind(StrEnum):
+    """The kind of a tracking's last transport error: trouble, never terminal."""
+
+    TIMEOUT = "timeout"
+    CONNECTION = "connection"
+    HTTP_5XX = "http_5xx"
+    RATE_LIMITED = "rate_limited"
+    UNAUTHORIZED = "unauthorized"
+    INVALID_RESPONSE = "invalid_response"
+
+
+class PollResult(StrEnum):
+    """The ``result`` label of ``orchestrator_polls_total``: an answer or an ErrorKind."""
+
+    OK = "ok"
+    NOT_FOUND = "not_found"
+    TIMEOUT = ErrorKind.TIMEOUT.value
+    CONNECTION = ErrorKind.CONNECTION.value
+    HTTP_5XX = ErrorKind.HTTP_5XX.value
+    RATE_LIMITED = ErrorKind.RATE_LIMITED.value
+    UNAUTHORIZED = ErrorKind.UNAUTHORIZED.value
+    INVALID_RESPONSE = ErrorKind.INVALID_RESPONSE.value
+
+
+class NextPollReason(StrEnum):
+    """Why a tracking's next read is due when it is."""
+
+    FIRST_READ = "first_read"  # after intake or a restart
+    BACKOFF = "backoff"  # the growing delay between reads of unchanged work
+    NEXT_RUN_AT = "next_run_at"  # a queued job waits for its NextRunAt
+    RETRY_AFTER = "retry_after"  # the workspace asked us to wait (429/503)
+    NOT_FOUND_CONFIRMATION = "not_found_confirmation"  # a 404 to be confirmed
+    DEADLINE = "deadline"  # the tracking's deadline comes before any other reason
