@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import sys
-from collections.abc import Callable, Coroutine, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
+from orchestrator.aio import run_async
 from orchestrator.client.commands import DEFAULT_SERVER, EXIT_USAGE
 from orchestrator.config import load_settings, resolve_config_path, split_listen
 from orchestrator.errors import ConfigError, StoreLocked
@@ -18,19 +18,6 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 log = logging.getLogger("orchestrator.cli")
-
-
-def run_async(main: Callable[[], Coroutine[Any, Any, int]]) -> int:
-    """Run on uvloop where it is installed: it roughly halves the CPU per poll."""
-    factory = None
-    try:
-        import uvloop
-
-        factory = uvloop.new_event_loop
-    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
-        pass
-    with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(main())
 
 
 def _serve(args: argparse.Namespace) -> int:

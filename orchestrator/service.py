@@ -39,6 +39,7 @@ from orchestrator.runtime import Runtime
 from orchestrator.store.sqlite import SqliteStore
 from orchestrator.tracker import Tracker
 from orchestrator.workspace.client import workspace_client
+from orchestrator.workspace.enums import refresh_enums
 
 log = logging.getLogger("orchestrator.service")
 
@@ -129,7 +130,7 @@ class Service:
                 for w in s.workspaces
             }
             engine = Engine(s, store, clock, metrics, bus, EventFactory(s.events), clients)
-            await engine.refresh_enums()
+            await refresh_enums(clients, metrics)
             # The pollers start first: they read the first pages of a resume
             # while the later ones load (nothing else reaches the engine before
             # the API listens).

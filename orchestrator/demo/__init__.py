@@ -47,7 +47,7 @@ def run_demo(count: int = 300, seed: int | None = None, live: bool = True) -> in
         finally:
             loop.remove_signal_handler(signal.SIGTERM)
 
-    from orchestrator.cli import run_async
+    from orchestrator.aio import run_async
 
     try:
         return run_async(main)

@@ -14,7 +14,6 @@ import logging
 import random
 from collections import Counter
 
-from orchestrator.aio import wait_event
 from orchestrator.clock import Clock
 from orchestrator.config import Settings
 from orchestrator.engine.backoff import jittered
@@ -23,6 +22,7 @@ from orchestrator.engine.decision import Decision, decide
 from orchestrator.engine.entry import Entry
 from orchestrator.engine.finishing import FINISH_RETRY_S, Finisher
 from orchestrator.engine.probes import PollMetrics
+from orchestrator.engine.resume import ResumePending, plan_resume
 from orchestrator.engine.scheduler import WorkspaceScheduler
 from orchestrator.engine.writer import PollWriter
 from orchestrator.events.bus import EventBus
@@ -32,21 +32,12 @@ from orchestrator.kinds.base import Judgement, KindHandler
 from orchestrator.metrics import Metrics
 from orchestrator.platform.run_history import RunHistory
 from orchestrator.platform.stop_retries import RetryStopper, StopAnswer
-from orchestrator.store.base import NewEvent, PollUpdate, Store, Tracking
+from orchestrator.store.base import PollUpdate, Store, Tracking
 from orchestrator.vocabulary import NextPollReason
 from orchestrator.workspace.client import WorkspaceClient
+from orchestrator.workspace.enums import keep_enums_fresh
 
 log = logging.getLogger("orchestrator.engine")
-
-
-class _ResumePlan:
-    __slots__ = ("count", "placed", "seeded", "window")
-
-    def __init__(self, count: int, window: float, seeded: float) -> None:
-        self.count = count
-        self.window = window
-        self.seeded = seeded
-        self.placed = 0
 
 
 class Engine:
@@ -93,12 +84,7 @@ class Engine:
         self._stop = asyncio.Event()
         self._writer_stop = asyncio.Event()
         self._workers: list[asyncio.Task[None]] = []
-        # How many resumed trackings still await their first read.
-        self.resume_left = 0
-        # Per workspace, read by orchestrator_resume_pending at scrape time: a
-        # gauge child's dec() (a label lookup and a lock) was a tenth of the
-        # loop's time per first read during a restart.
-        self._resume_left_by_ws: dict[str, int] = {}
+        self.pending = ResumePending(metrics)  # resumed trackings not read yet
 
     @property
     def stopping(self) -> bool:
@@ -157,23 +143,11 @@ class Engine:
         is read and pollers already running read the first pages while the
         later ones load.
         """
-        counts = await store.active_counts()
+        rates = {ws: c.cfg.max_requests_per_second for ws, c in self.clients.items()}
+        plans = plan_resume(await store.active_counts(), rates, self.polling)
+        for ws, counted in plans.items():
+            self.pending.add(ws, counted.count)
         now = self.clock.monotonic()
-        plans: dict[str, _ResumePlan] = {}
-        p = self.polling
-        for ws, n in counts.items():
-            if ws in self.clients and n > 0:
-                window = max(p.initial_delay_s, n / self.clients[ws].cfg.max_requests_per_second)
-                # Unless its first read finds a change, a resumed tracking is read
-                # again no sooner than one window later, even with the jitter's
-                # shortest draw: its re-read is then due after every first read,
-                # and a service slower than the limit reads all the others before
-                # any of them again (seeding at half the window let jitter bring
-                # re-reads forward among the first reads). max_delay_s still wins.
-                soonest = p.multiplier * (1.0 - p.jitter)
-                seeded = min(p.max_delay_s, max(p.initial_delay_s, window / soonest))
-                plans[ws] = _ResumePlan(n, window, seeded)
-                self._pending(ws, n)
         count = 0
         after: str | None = None
         while page := await store.load_active(after, page_size):
@@ -197,32 +171,19 @@ class Engine:
                 entry.resumed = True
                 entry.delay = plan.seeded
                 if plan.placed >= plan.count:  # more than counted: spread past the window
-                    self._pending(t.workspace, 1)
-                offset = plan.window * (plan.placed + self.rng.random()) / plan.count
-                plan.placed += 1
-                self._schedule_first(entry, max(now + offset, due_floor))
+                    self.pending.add(t.workspace, 1)
+                self._schedule_first(entry, max(now + plan.place(self.rng), due_floor))
             for (ws, kind), n in added.items():
                 self.probes.active(ws, kind).inc(n)
-        for ws, plan in plans.items():
-            if plan.placed < plan.count:  # counted, then gone before its page
-                self._pending(ws, plan.placed - plan.count)
+        for ws, left in plans.items():
+            if left.placed < left.count:  # counted, then gone before its page
+                self.pending.add(ws, left.placed - left.count)
         return count
-
-    def _pending(self, workspace: str, n: int) -> None:
-        left = self._resume_left_by_ws
-        if workspace not in left:
-            left[workspace] = 0
-            self.metrics.resume_pending.labels(workspace=workspace).set_function(
-                lambda: left[workspace]
-            )
-        left[workspace] += n
-        self.resume_left += n
 
     def first_read_done(self, entry: Entry) -> None:
         """A resumed tracking has had its first read (or ended before it)."""
         entry.resumed = False
-        self._resume_left_by_ws[entry.workspace] -= 1
-        self.resume_left -= 1
+        self.pending.add(entry.workspace, -1)
 
     # -- polling ------------------------------------------------------------
 
@@ -244,7 +205,17 @@ class Engine:
         probes.set_up(ws, j.answered)
         d = decide(entry, j, now_w, now_m, self.polling, self.rng.random())
         if j.anomaly is not None:
-            self._anomaly(entry, j, d)
+            probes.anomaly(ws, kind, j.anomaly)
+            if d.changed:  # logged once per anomalous body, not once per read of it
+                log.warning(
+                    "contract anomaly: kept polling, not reported as success",
+                    extra={"fields": {
+                        "tracking_id": entry.tracking_id, "workspace": ws, "kind": kind,
+                        "remote_id": entry.remote_id, "reason": j.anomaly,
+                        "remote_status": j.remote_status,
+                        "missing_evidence": j.anomaly_details.get("missing_evidence"),
+                    }},
+                )  # fmt: skip
         entry.polls += 1
         entry.last_polled_at = now_w
         previous_error = entry.last_error
@@ -253,8 +224,8 @@ class Engine:
         entry.nf_count, entry.nf_first = d.nf_count, d.nf_first
         for snapshot, occurrence in j.occurrences:
             tracking = entry.to_tracking(remote=snapshot, last_polled_at=now_w)
-            self.writer.add(self._update(entry, now_w, snapshot, changed=True, next_poll_at=now_w,
-                event=self.events.occurrence(tracking, occurrence, now_w)))  # fmt: skip
+            reported = self.events.occurrence(tracking, occurrence, now_w)
+            self.writer.add(entry.update(now_w, snapshot, True, now_w, reported))
         if d.outcome is not None:
             await self._finish(entry, j, d, now_w)
             return
@@ -271,32 +242,7 @@ class Engine:
         # and with the terminal state.
         if d.changed or event is not None or entry.last_error != previous_error:
             remote = j.remote if d.changed else None
-            self.writer.add(
-                self._update(entry, now_w, remote, d.changed, self._to_wall(d.due), event)
-            )
-
-    def _update(
-        self,
-        entry: Entry,
-        now_w: float,
-        remote: object,
-        changed: bool,
-        next_poll_at: float,
-        event: NewEvent | None = None,
-    ) -> PollUpdate:
-        return PollUpdate(
-            tracking_id=entry.tracking_id,
-            polls=entry.polls,
-            last_polled_at=now_w,
-            next_poll_at=next_poll_at,
-            remote_status=entry.remote_status,
-            remote=remote,
-            remote_changed=changed,
-            fingerprint=entry.fingerprint if changed else None,
-            digest=entry.digest if changed else None,
-            last_error=entry.last_error,
-            event=event,
-        )
+            self.writer.add(entry.update(now_w, remote, d.changed, self._to_wall(d.due), event))
 
     async def _finish(self, entry: Entry, j: Judgement, d: Decision, now_w: float) -> None:
         result = d.result
@@ -308,24 +254,6 @@ class Engine:
                 return  # abandoned while the side reads were made
         outcome = d.outcome or "deadline_exceeded"
         await self.finisher.finish(entry, outcome, result, remote=j.remote, polled_at=now_w)
-
-    def _anomaly(self, entry: Entry, j: Judgement, d: Decision) -> None:
-        self.probes.anomaly(entry.workspace, entry.kind, j.anomaly or "unknown")
-        if d.changed:  # once per anomalous body, not once per read of it
-            log.warning(
-                "contract anomaly: kept polling, not reported as success",
-                extra={
-                    "fields": {
-                        "tracking_id": entry.tracking_id,
-                        "workspace": entry.workspace,
-                        "kind": entry.kind,
-                        "remote_id": entry.remote_id,
-                        "reason": j.anomaly,
-                        "remote_status": j.remote_status,
-                        "missing_evidence": j.anomaly_details.get("missing_evidence"),
-                    }
-                },
-            )
 
     def live(self, t: Tracking) -> Tracking:
         """``t`` as stored, with the poll counters the engine holds in memory."""
@@ -431,27 +359,6 @@ class Engine:
 
     # -- running ------------------------------------------------------------
 
-    async def refresh_enums(self) -> None:
-        for name, client in self.clients.items():
-            # Digests are keyed by the enums: bodies read under new ones are judged afresh.
-            ok = await client.load_enums()
-            for kind, enum_map in client.enums.items():
-                fallback = 1 if enum_map.source == "fallback" else 0
-                self.metrics.enum_source.labels(workspace=name, kind=kind).set(fallback)
-            if ok:
-                log.info("enums read from OpenAPI", extra={"fields": {"workspace": name}})
-
-    async def _enum_refresher(self) -> None:
-        while not self._stop.is_set():
-            fallback = any(
-                m.source == "fallback" for c in self.clients.values() for m in c.enums.values()
-            )
-            wait = self.polling.openapi_refresh_s
-            if fallback:
-                wait = min(30.0, wait)
-            if not await wait_event(self._stop, wait):
-                await self.refresh_enums()
-
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tg:
             for name, scheduler in self.schedulers.items():
@@ -460,7 +367,12 @@ class Engine:
                         tg.create_task(scheduler.worker(), name=f"poller:{name}:{i}")
                     )
             tg.create_task(self.writer.run(self._writer_stop), name="poll-writer")
-            tg.create_task(self._enum_refresher(), name="enum-refresher")
+            tg.create_task(
+                keep_enums_fresh(
+                    self.clients, self.metrics, self.polling.openapi_refresh_s, self._stop
+                ),
+                name="enum-refresher",
+            )
 
     async def stop(self, grace_s: float) -> None:
         """Stop dispatching, let in-flight reads finish within the grace, flush."""

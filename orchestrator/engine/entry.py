@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from orchestrator.store.base import Tracking
+from orchestrator.store.base import NewEvent, PollUpdate, Tracking
 from orchestrator.vocabulary import NextPollReason
 
 _NO_LABELS: dict[str, str] = {}
@@ -106,4 +106,27 @@ class Entry:
             callback_url=self.callback_url,
             notify=self.notify,
             next_poll_reason=self.reason if state == "active" else None,
+        )
+
+    def update(
+        self,
+        now_w: float,
+        remote: object,
+        changed: bool,
+        next_poll_at: float,
+        event: NewEvent | None = None,
+    ) -> PollUpdate:
+        """This entry's state as a poll result to store (``remote`` when ``changed``)."""
+        return PollUpdate(
+            tracking_id=self.tracking_id,
+            polls=self.polls,
+            last_polled_at=now_w,
+            next_poll_at=next_poll_at,
+            remote_status=self.remote_status,
+            remote=remote,
+            remote_changed=changed,
+            fingerprint=self.fingerprint if changed else None,
+            digest=self.digest if changed else None,
+            last_error=self.last_error,
+            event=event,
         )

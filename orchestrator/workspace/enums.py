@@ -1,0 +1,37 @@
+"""Each workspace's enums, read from its installed OpenAPI document and kept fresh."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+
+from orchestrator.aio import wait_event
+from orchestrator.metrics import Metrics
+from orchestrator.workspace.client import WorkspaceClient
+
+log = logging.getLogger("orchestrator.workspace")
+
+# While a workspace is on the documented fallback, look again at least this often.
+FALLBACK_RETRY_S = 30.0
+
+
+async def refresh_enums(clients: Mapping[str, WorkspaceClient], metrics: Metrics) -> None:
+    for name, client in clients.items():
+        # Digests are keyed by the enums: bodies read under new ones are judged afresh.
+        ok = await client.load_enums()
+        for kind, enum_map in client.enums.items():
+            fallback = 1 if enum_map.source == "fallback" else 0
+            metrics.enum_source.labels(workspace=name, kind=kind).set(fallback)
+        if ok:
+            log.info("enums read from OpenAPI", extra={"fields": {"workspace": name}})
+
+
+async def keep_enums_fresh(
+    clients: Mapping[str, WorkspaceClient], metrics: Metrics, every_s: float, stop: asyncio.Event
+) -> None:
+    while not stop.is_set():
+        fallback = any(m.source == "fallback" for c in clients.values() for m in c.enums.values())
+        wait = min(FALLBACK_RETRY_S, every_s) if fallback else every_s
+        if not await wait_event(stop, wait):
+            await refresh_enums(clients, metrics)
