@@ -131,11 +131,10 @@ class Service:
             }
             engine = Engine(s, store, clock, metrics, bus, EventFactory(s.events), clients)
             await refresh_enums(clients, metrics)
-            # The pollers start first: they read the first pages of a resume
-            # while the later ones load (nothing else reaches the engine before
-            # the API listens).
-            engine_task = asyncio.create_task(engine.run(), name="engine")
+            # Every active tracking is loaded before the pollers start: pages read
+            # by aiosqlite's thread while a busy loop holds the GIL crawl.
             resumed = await _resume(engine, store)
+            engine_task = asyncio.create_task(engine.run(), name="engine")
             log.info("resumed active trackings", extra={"fields": {"count": resumed}})
             deliveries = DeliveryService(store, s.events, metrics, clock, bus)
             runtime = Runtime(

@@ -95,7 +95,7 @@ def decide(
                 confirmations=d.nf_count,
                 first_not_found_at=iso(d.nf_first),
                 last_not_found_at=iso(now_w),
-                **j.summary,
+                **(j.summary or {}),
             )
             return d
     elif j.label == "ok":
@@ -109,7 +109,7 @@ def decide(
             return d
     if now_m >= s.deadline_mono:
         d.outcome = Outcome.DEADLINE_EXCEEDED
-        d.result = {**deadline_result(s, d.last_error), **j.summary}
+        d.result = {**deadline_result(s, d.last_error), **(j.summary or {})}
         return d
 
     d.delay = next_delay(

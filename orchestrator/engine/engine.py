@@ -191,9 +191,10 @@ class Engine:
         self.probes.lateness(entry.workspace).observe(max(0.0, self.clock.monotonic() - entry.due))
         if entry.resumed:
             self.first_read_done(entry)
-        judgement = await self.handlers[entry.kind].poll(entry, self.clients[entry.workspace])
+        handler, client = self.handlers[entry.kind], self.clients[entry.workspace]
+        found = await handler.read(entry, client)
         if gen == entry.gen:  # else abandoned while the read was in flight
-            await self._apply(entry, judgement)
+            await self._apply(entry, handler.judge(entry, client, found))
 
     async def _apply(self, entry: Entry, j: Judgement) -> None:
         """The one place a poll's decision takes effect: metrics, state, events, schedule."""
@@ -213,7 +214,7 @@ class Engine:
                         "tracking_id": entry.tracking_id, "workspace": ws, "kind": kind,
                         "remote_id": entry.remote_id, "reason": j.anomaly,
                         "remote_status": j.remote_status,
-                        "missing_evidence": j.anomaly_details.get("missing_evidence"),
+                        "missing_evidence": (j.anomaly_details or {}).get("missing_evidence"),
                     }},
                 )  # fmt: skip
         entry.polls += 1

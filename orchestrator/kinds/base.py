@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.interpret import Phase
@@ -38,7 +39,7 @@ class Judgement:
     """
 
     label: str
-    reads: list[tuple[str, float]]
+    reads: Sequence[tuple[str, float]]
     answered: bool = False  # the workspace itself answered (it is up)
     retry_after: float | None = None  # the longest Retry-After any read carried
     error: dict[str, Any] | None = None
@@ -50,13 +51,13 @@ class Judgement:
     remote: Any = None  # what the tracking stores as ``remote`` when it changed
     result: dict[str, Any] | None = None  # on a terminal phase
     anomaly: str | None = None
-    anomaly_details: dict[str, Any] = field(default_factory=dict)
+    anomaly_details: Mapping[str, Any] | None = None
     next_run_at: float | None = None  # wall: the work will not move before this
     read_by: float | None = None  # wall: something is due then; read just after
     # (remote snapshot recording it as reported, occurrence) for each newly
     # finished occurrence, oldest first
-    occurrences: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)
-    summary: dict[str, Any] = field(default_factory=dict)  # added to not_found/deadline results
+    occurrences: Sequence[tuple[Any, dict[str, Any]]] = ()
+    summary: Mapping[str, Any] | None = None  # added to not_found/deadline results
     not_found_reason: str | None = None
     # the terminal result still needs the handler's ``conclude`` (side reads)
     conclude: bool = False
@@ -68,8 +69,13 @@ class KindHandler(Protocol):
         wall time) from what the store holds."""
         ...
 
-    async def poll(self, target: PollTarget, client: WorkspaceClient) -> Judgement:
-        """Read the tracking's work and judge it. Never raises for the workspace's answers."""
+    def read(self, target: PollTarget, client: WorkspaceClient) -> Awaitable[Any]:
+        """What to read: the requests one poll makes (never raising for the
+        workspace's answers), as an awaitable of whatever ``judge`` takes."""
+        ...
+
+    def judge(self, target: PollTarget, client: WorkspaceClient, found: Any) -> Judgement:
+        """How to judge what ``read`` found."""
         ...
 
     async def conclude(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
@@ -79,6 +79,16 @@ class _Followed:
         }
 
 
+class _Reads(NamedTuple):
+    """What one poll of a schedule read."""
+
+    followed: _Followed
+    sched: ReadResult
+    found: Scan | None
+    trouble: ReadResult | None
+    reads: list[ReadResult]
+
+
 def _not_an_object(read: ReadResult) -> ReadResult:
     return ReadResult(
         "invalid_response",
@@ -102,7 +112,7 @@ class ScheduleHandler:
     def forget(self, tracking_id: str) -> None:
         self._followed.pop(tracking_id, None)
 
-    async def poll(self, target: PollTarget, client: WorkspaceClient) -> Judgement:
+    async def read(self, target: PollTarget, client: WorkspaceClient) -> _Reads:
         followed = self._followed.get(target.tracking_id)
         if followed is None:
             followed = self._followed[target.tracking_id] = _Followed(
@@ -117,7 +127,10 @@ class ScheduleHandler:
         found: Scan | None = None
         if trouble is None:
             found, trouble = await self._read_occurrences(target, client, followed, reads)
-        return self._judge(target, followed, sched, found, trouble, reads)
+        return _Reads(followed, sched, found, trouble, reads)
+
+    def judge(self, target: PollTarget, client: WorkspaceClient, found: _Reads) -> Judgement:
+        return self._judge(target, *found)
 
     async def _read_occurrences(
         self,

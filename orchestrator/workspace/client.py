@@ -120,15 +120,19 @@ class WorkspaceClient:
         if body is not None:
             headers = {**headers, "Content-Type": "application/json"}
         timeout_s = self.cfg.request_timeout_s
-        async with self.gate:
-            mono = self._clock.monotonic
-            started = mono()
-            try:
-                answer = await self._transport.send(method, url, headers, body, timeout_s)
-            except TimeoutError:
-                return timed_out(timeout_s, mono() - started)
-            except TransportError as exc:
-                return trouble("connection", str(exc), mono() - started)
+        gate, holder = self.gate, object()  # a slot is held per request, not per task
+        if not gate.enter_nowait(holder):
+            await gate.enter(holder)
+        mono = self._clock.monotonic
+        started = mono()
+        try:
+            answer = await self._transport.send(method, url, headers, body, timeout_s)
+        except TimeoutError:
+            return timed_out(timeout_s, mono() - started)
+        except TransportError as exc:
+            return trouble("connection", str(exc), mono() - started)
+        finally:
+            gate.leave(holder)
         header = answer.retry_after
         wait = None if header is None else parse_retry_after(header, self._clock.now())
         result = answered(answer.status, answer.body, wait, mono() - started, seen, digest_key)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from types import TracebackType
 
 import anyio
 
@@ -55,11 +54,24 @@ class WorkspaceGate:
     def in_flight(self) -> float:
         return float(self._slots.borrowed_tokens)
 
-    async def __aenter__(self) -> None:
+    def enter_nowait(self, holder: object) -> bool:
+        """Let ``holder``'s request out now if a slot and a token are free and no
+        Retry-After holds; False (nothing taken) otherwise."""
+        now = self._mono()
+        if self.blocked_until > now:
+            return False
         try:
-            self._slots.acquire_nowait()
+            self._slots.acquire_on_behalf_of_nowait(holder)
         except anyio.WouldBlock:
-            await self._slots.acquire()
+            return False
+        if self._bucket.take(now) > 0:
+            self._slots.release_on_behalf_of(holder)
+            return False
+        return True
+
+    async def enter(self, holder: object) -> None:
+        """Wait until ``holder``'s request may go out: a slot, then a token."""
+        await self._slots.acquire_on_behalf_of(holder)
         try:
             # The slot first, then the token: the request starts as its token
             # is taken, so no wait for a slot can bunch requests into a window.
@@ -73,13 +85,9 @@ class WorkspaceGate:
                     return
                 await self._sleep(wait)
         except BaseException:
-            self._slots.release()
+            self._slots.release_on_behalf_of(holder)
             raise
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._slots.release()
+    def leave(self, holder: object) -> None:
+        """``holder``'s request is over (answered or not): its slot is free."""
+        self._slots.release_on_behalf_of(holder)

@@ -8,8 +8,7 @@ classifies nor rate-limits: it answers or raises.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import aiohttp
 from yarl import URL
@@ -19,8 +18,7 @@ class TransportError(Exception):
     """No HTTP answer (refused, reset, DNS, TLS); the message names what happened."""
 
 
-@dataclass(slots=True, frozen=True)
-class Answer:
+class Answer(NamedTuple):
     status: int
     body: bytes
     retry_after: str | None = None  # the raw header, when the response carried one

@@ -1,0 +1,222 @@
+"""A soak: steady intake against ``simulate --profile fast`` with run history on.
+
+Starts the simulator and ``orchestrator serve`` (SQLite in a temporary folder,
+the product's default polling), enqueues jobs on the simulator and tracks each
+at ``--rate`` a second for ``--minutes``, then stops intake and waits for every
+tracking to end. Every 10 s it samples the service: active trackings, ended
+trackings, RSS, open files, and intake-to-terminal times. Prints a summary and
+writes every sample with ``--out``. Started by hand (it is not a CI test); all
+traffic stays on 127.0.0.1, and the run is bounded by its duration plus
+``--drain-s``.
+
+    python scripts/soak.py --minutes 8 --rate 60 --out soak.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.procs import Serve, Simulator, free_port, kill_spawned, rss_bytes, serve_config
+
+KEYS = ("billing.sync-invoices", "totals.recalculate", "reports.nightly-export")
+SAMPLE_S = 10.0
+
+
+def open_files(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+async def active_now(session: aiohttp.ClientSession, serve: Serve) -> float:
+    async with session.get(f"{serve.url}/metrics") as resp:
+        text = await resp.text()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("orchestrator_trackings_active{")
+    )
+
+
+class Feed:
+    """Terminal events from the service's feed, as they come."""
+
+    def __init__(self) -> None:
+        self.after = 0
+        self.ended: dict[str, dict[str, Any]] = {}
+        self.latencies: list[tuple[float, float]] = []  # (terminal_at, seconds from intake)
+
+    async def read(self, session: aiohttp.ClientSession, serve: Serve) -> None:
+        while True:
+            url = f"{serve.url}/v1/events?after={self.after}&limit=1000"
+            async with session.get(url) as resp:
+                page = await resp.json()
+            for event in page["events"]:
+                data = event["data"]
+                if data["state"] == "terminal":
+                    self.ended[data["tracking_id"]] = data
+                    took = _ts(data["terminal_at"]) - _ts(data["created_at"])
+                    self.latencies.append((_ts(data["terminal_at"]), took))
+            if page["next_after"] == self.after:
+                return
+            self.after = page["next_after"]
+
+
+def _ts(text: str) -> float:
+    from orchestrator.clock import parse_iso
+
+    return parse_iso(text)
+
+
+async def intake(
+    session: aiohttp.ClientSession, sim: Simulator, serve: Serve, n: int, made: list[str]
+) -> None:
+    async def one(i: int) -> None:
+        key = KEYS[i % len(KEYS)]
+        url = f"{sim.url}/api/workspace/functions/{key}/enqueue"
+        async with session.post(url, json={}) as resp:
+            answer = await resp.json()
+        body = {"kind": "function_job", "enqueue_response": answer, "timeout_s": 3600}
+        async with session.post(f"{serve.url}/v1/trackings", json=body) as resp:
+            tracking = await resp.json()
+            assert resp.status == 201, tracking
+        made.append(tracking["tracking_id"])
+
+    await asyncio.gather(*(one(len(made) + i) for i in range(n)))
+
+
+async def soak(minutes: float, rate: float, drain_s: float, workdir: Path) -> dict[str, Any]:
+    samples: list[dict[str, Any]] = []
+    made: list[str] = []
+    feed = Feed()
+    connector = aiohttp.TCPConnector(limit=64)
+    async with aiohttp.ClientSession(connector=connector, trust_env=False) as session:
+        sim = Simulator(workdir, profile="fast")
+        await sim.start(session)
+        port = free_port()
+        cfg = serve_config(
+            workdir / "serve.toml", port=port, db=workdir / "orchestrator.db",
+            sim_url=sim.url, polling={}, max_in_flight=64, rate=500,
+        )  # fmt: skip
+        serve = Serve(cfg, port, workdir / "serve.log")
+        await serve.start(session)
+        try:
+            started = time.monotonic()
+            until = started + minutes * 60
+            next_sample = started + SAMPLE_S
+            tick = 0.1
+            owed = 0.0
+            while (now := time.monotonic()) < until:
+                owed += rate * tick
+                n = int(owed)
+                owed -= n
+                await intake(session, sim, serve, n, made)
+                if now >= next_sample:
+                    next_sample += SAMPLE_S
+                    await feed.read(session, serve)
+                    samples.append(await sample(session, serve, feed, made, started))
+                await asyncio.sleep(max(0.0, tick - (time.monotonic() - now)))
+            await feed.read(session, serve)
+            at_stop = await sample(session, serve, feed, made, started)
+            samples.append(at_stop)
+            drained_in = None
+            async with asyncio.timeout(drain_s):
+                while len(feed.ended) < len(made):
+                    await asyncio.sleep(1.0)
+                    await feed.read(session, serve)
+                drained_in = time.monotonic() - until
+            samples.append(await sample(session, serve, feed, made, started))
+        except TimeoutError:
+            samples.append(await sample(session, serve, feed, made, started))
+        finally:
+            exit_code = serve.terminate()
+            sim.stop()
+    return report(samples, at_stop, feed, made, rate, drained_in, exit_code)
+
+
+async def sample(
+    session: aiohttp.ClientSession, serve: Serve, feed: Feed, made: list[str], started: float
+) -> dict[str, Any]:
+    now = time.time()
+    recent = [took for at, took in feed.latencies if at >= now - SAMPLE_S]
+    return {
+        "t": round(time.monotonic() - started, 1),
+        "intake": len(made),
+        "ended": len(feed.ended),
+        "active": await active_now(session, serve),
+        "rss_mib": round(rss_bytes(serve.pid) / 2**20, 1),
+        "open_files": open_files(serve.pid),
+        "ended_per_s": round(len(recent) / SAMPLE_S, 1),
+        "intake_to_terminal_p50_s": round(statistics.median(recent), 2) if recent else None,
+        "intake_to_terminal_max_s": round(max(recent), 2) if recent else None,
+    }
+
+
+def report(
+    samples: list[dict[str, Any]],
+    at_stop: dict[str, Any],
+    feed: Feed,
+    made: list[str],
+    rate: float,
+    drained_in: float | None,
+    exit_code: int,
+) -> dict[str, Any]:
+    warm = [s for s in samples if s["t"] >= 60]
+    outcomes = Counter(t["outcome"] for t in feed.ended.values())
+    attempts = Counter(
+        len((t.get("result") or {}).get("attempts") or []) for t in feed.ended.values()
+    )
+    return {
+        "intake": len(made),
+        "ended": len(feed.ended),
+        "never_ended": len(set(made) - set(feed.ended)),
+        "outcomes": dict(outcomes),
+        "attempts_per_job": {str(k): v for k, v in sorted(attempts.items())},
+        "active_at_stop": at_stop["active"],
+        "work_active_at_stop_s": round(at_stop["active"] / rate, 2),
+        "drained_in_s": None if drained_in is None else round(drained_in, 1),
+        "rss_mib_after_warmup": [warm[0]["rss_mib"], max(s["rss_mib"] for s in warm)] if warm else None,
+        "open_files_after_warmup": [min(s["open_files"] for s in warm), max(s["open_files"] for s in warm)] if warm else None,
+        "intake_to_terminal_p50_s": statistics.median(t for _, t in feed.latencies) if feed.latencies else None,
+        "intake_to_terminal_max_s": max((t for _, t in feed.latencies), default=None),
+        "serve_exit_code": exit_code,
+        "samples": samples,
+    }  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--minutes", type=float, default=8.0)
+    parser.add_argument("--rate", type=float, default=60.0, help="trackings a second")
+    parser.add_argument("--drain-s", type=float, default=180.0)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="soak-") as tmp:
+        try:
+            result = asyncio.run(soak(args.minutes, args.rate, args.drain_s, Path(tmp)))
+        finally:
+            kill_spawned()
+    if args.out is not None:
+        args.out.write_text(json.dumps(result, indent=2))
+    for s in result["samples"]:
+        print(json.dumps(s))
+    summary = {k: v for k, v in result.items() if k != "samples"}
+    print(json.dumps(summary, indent=2))
+    ok = result["never_ended"] == 0 and result["work_active_at_stop_s"] < 5
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
