@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from orchestrator.aio import run_async
 from orchestrator.client.commands import DEFAULT_SERVER, EXIT_USAGE
 from orchestrator.config import load_settings, resolve_config_path, split_listen
-from orchestrator.errors import ConfigError, StoreLocked
-from orchestrator.vocabulary import STATUS_KINDS
+from orchestrator.errors import ConfigError, ListenError, StoreLocked
+from orchestrator.vocabulary import Kind
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -36,7 +36,13 @@ def _serve(args: argparse.Namespace) -> int:
         default = settings.workspace("default") or settings.workspaces[0]
         host_port = default.base_url.split("://", 1)[1]
         host, port = split_listen(host_port)
-        sim = await start_simulator(host=host, port=port, profile=args.profile)
+        try:
+            sim = await start_simulator(host=host, port=port, profile=args.profile)
+        except OSError as exc:
+            raise ListenError(
+                f"workspaces.{default.name}.base_url: the simulator cannot listen on "
+                f"{host}:{port}: {exc.strerror or exc}"
+            ) from None
         try:
             return await service.run()
         finally:
@@ -48,7 +54,14 @@ def _serve(args: argparse.Namespace) -> int:
 def _simulate(args: argparse.Namespace) -> int:
     from orchestrator.simulator import run_simulator
 
-    run_simulator(args.listen, profile=args.profile, seed=args.seed)
+    try:
+        run_simulator(args.listen, profile=args.profile, seed=args.seed)
+    except ValueError as exc:  # --listen not HOST:PORT
+        raise ConfigError(str(exc)) from None
+    except OSError as exc:
+        raise ListenError(
+            f"--listen: cannot listen on {args.listen}: {exc.strerror or exc}"
+        ) from None
     return 0
 
 
@@ -94,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="orchestrator",
         description="Polling orchestrator for Moltaro's asynchronous jobs and builds.",
     )
+    parser.add_argument("--version", action="version", version=f"orchestrator {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the service")
@@ -105,12 +119,18 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also start the bundled simulator at the default workspace's base URL",
     )
-    serve.add_argument("--profile", default="default", help="simulator profile (--with-simulator)")
+    profiles = _simulator_profiles()
+    serve.add_argument(
+        "--profile",
+        default="default",
+        choices=profiles,
+        help=f"simulator profile (--with-simulator): {', '.join(profiles)}",
+    )
     serve.set_defaults(func=_serve)
 
     sim = sub.add_parser("simulate", help="run the bundled Moltaro workspace simulator")
     sim.add_argument("--listen", default="127.0.0.1:5080", help="HOST:PORT")
-    sim.add_argument("--profile", default="default")
+    sim.add_argument("--profile", default="default", choices=profiles, help=", ".join(profiles))
     sim.add_argument("--seed", type=int, default=None)
     sim.set_defaults(func=_simulate)
 
@@ -133,9 +153,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Exit codes with --wait: 0 succeeded, 1 failed, 2 cancelled, "
         "3 deadline_exceeded, 4 not_found, 5 abandoned, 10 usage or connection error.",
     )
-    kinds = [kind.value for kind in STATUS_KINDS]  # plain strings: argparse shows their repr
+    kinds = [kind.value for kind in Kind]  # plain strings: argparse shows their repr
     trk.add_argument("kind", choices=kinds, metavar="KIND", help=", ".join(kinds))
-    trk.add_argument("remote_id", metavar="REMOTE_ID", help="the id Moltaro returned")
+    trk.add_argument(
+        "remote_id", metavar="REMOTE_ID", help="the id Moltaro returned (a ScheduleId for schedule)"
+    )
     trk.add_argument("--wait", action="store_true", help="show status changes until terminal")
     trk.add_argument("--server", help=server_help)
     trk.add_argument("--workspace", default="default")
@@ -150,6 +172,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_explain_command(sub)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("moltaro-orchestrator")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
+
+
+def _simulator_profiles() -> list[str]:
+    from orchestrator.simulator.profiles import builtin_profiles
+
+    return sorted(builtin_profiles())
 
 
 def _positive_int(text: str) -> int:
@@ -173,6 +210,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
     try:
         result: int = args.func(args)
+    except ListenError as exc:
+        print(f"orchestrator: {exc}", file=sys.stderr)
+        return 2
     except ConfigError as exc:
         print(f"orchestrator: configuration error: {exc}", file=sys.stderr)
         return 2

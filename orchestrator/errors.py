@@ -2,6 +2,7 @@
 
     OrchestratorError
     ├── ConfigError            a bad configuration; start-up stops with one line naming the key
+    │   └── ListenError        an address to listen on cannot be bound (in use, not ours)
     ├── StoreError             the store could not do what was asked
     │   ├── StoreUnavailable   full disk, locked file, closed store: retry later (API answers 503)
     │   └── StoreLocked        the SQLite file is held by another process at start-up
@@ -33,6 +34,10 @@ class OrchestratorError(Exception):
 
 class ConfigError(OrchestratorError):
     """The configuration is not valid."""
+
+
+class ListenError(ConfigError):
+    """The address to listen on cannot be bound."""
 
 
 class StoreError(OrchestratorError):

@@ -27,7 +27,7 @@ from orchestrator.api.app import create_app
 from orchestrator.clock import SystemClock
 from orchestrator.config import Settings, api_tokens, split_listen
 from orchestrator.engine.engine import Engine
-from orchestrator.errors import ConfigError
+from orchestrator.errors import ConfigError, ListenError
 from orchestrator.events.bus import EventBus
 from orchestrator.events.cloudevents import EventFactory
 from orchestrator.events.delivery import DeliveryService
@@ -152,7 +152,12 @@ class Service:
             await runner.setup()
             host, port = split_listen(s.server.listen)
             site = web.TCPSite(runner, host, port, reuse_address=True)
-            await site.start()
+            try:
+                await site.start()
+            except OSError as exc:
+                raise ListenError(
+                    f"server.listen: cannot listen on {host}:{port}: {exc.strerror or exc}"
+                ) from None
             server = getattr(site, "_server", None)
             sockets = getattr(server, "sockets", None) or []
             self.port = sockets[0].getsockname()[1] if sockets else port

@@ -124,10 +124,26 @@ async def _follow(
     console: Console, orch: OrchestratorClient, first: Tracking, poll_s: float
 ) -> Tracking:
     previous: list[str | None] = [None]
+    said: list[object] = [None, None]  # the last next-read reason and error shown
 
     def changed(t: Tracking) -> None:
         if t.terminal:
             return
+        at = _clock(t.raw.get("last_polled_at"))
+        if t.next_poll_reason != said[0] and t.next_poll_reason == "not_found_confirmation":
+            console.print(
+                f"  {at}  answered 404: confirming before reporting not_found (polls {t.polls})",
+                highlight=False,
+            )
+        said[0] = t.next_poll_reason
+        if t.last_error != said[1] and t.last_error:
+            error = t.last_error
+            console.print(
+                f"  {at}  transport trouble, not an outcome: {error.get('kind')} "
+                f"({error.get('message')}); reading again",
+                highlight=False,
+            )
+        said[1] = t.last_error
         if t.remote_status is not None and t.remote_status != previous[0]:
             console.print(
                 f"  {_clock(t.raw.get('last_polled_at'))}  "

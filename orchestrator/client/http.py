@@ -219,15 +219,17 @@ class OrchestratorClient:
         timeout_s: float | None = None,
         on_change: Callable[[Tracking], Awaitable[None] | None] | None = None,
     ) -> Tracking:
-        """Until the tracking is terminal; ``on_change`` sees each new state or remote status.
+        """Until the tracking is terminal; ``on_change`` sees each new state, remote status,
+        next-read reason or kind of transport error.
 
         Raises ``TimeoutError`` after ``timeout_s`` (the tracking goes on).
         """
         async with asyncio.timeout(timeout_s):
-            seen: tuple[str, str | None] | None = None
+            seen: tuple[object, ...] | None = None
             while True:
                 tracking = await self.get(tracking_id)
-                now = (tracking.state, tracking.remote_status)
+                error = (tracking.last_error or {}).get("kind")
+                now = (tracking.state, tracking.remote_status, tracking.next_poll_reason, error)
                 if now != seen and on_change is not None:
                     maybe = on_change(tracking)
                     if maybe is not None:

@@ -120,9 +120,9 @@ def decide(
     to_mono = now_m - now_w
     if j.label == "not_found":
         # Backoff must not stretch the confirmation window far past its minimum.
+        # The next read confirms the 404 (or not), whichever time it falls at.
         soon = now_m + max(d.nf_first + p.not_found_min_s - now_w, p.initial_delay_s)
-        if soon < due:
-            due, reason = soon, NextPollReason.NOT_FOUND_CONFIRMATION
+        due, reason = min(due, soon), NextPollReason.NOT_FOUND_CONFIRMATION
     if j.read_by is not None:
         just_after = max(j.read_by + to_mono, now_m) + p.initial_delay_s
         if just_after < due:

@@ -103,7 +103,8 @@ async def _from_server(
             body = await resp.json(content_type=None)
             status = resp.status
     except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
-        return EXIT_FAILED, None, f"{base}: {type(exc).__name__}"
+        reason = str(exc) or type(exc).__name__
+        return EXIT_FAILED, None, f"cannot reach the service at {base}: {reason}"
     if status == 200 and isinstance(body, dict):
         return 0, body, None
     detail = body.get("detail") if isinstance(body, dict) else None

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -82,3 +84,71 @@ def test_serve_with_missing_config_file(tmp_path: Path) -> None:
         timeout=60,
     )
     assert proc.returncode == 2 and "not found" in proc.stderr
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+
+
+def test_version() -> None:
+    proc = _cli("--version")
+    assert proc.returncode == 0 and proc.stdout.startswith("orchestrator ")
+    assert proc.stdout.split()[1][0].isdigit()
+
+
+def test_an_unknown_simulator_profile_is_one_line_naming_the_choices() -> None:
+    proc = _cli("simulate", "--profile", "nope")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "invalid choice: 'nope'" in proc.stderr and "'fast'" in proc.stderr
+    assert "bench, chaos, default, fast" in _cli("simulate", "--help").stdout
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield int(s.getsockname()[1])
+
+
+def test_a_port_in_use_is_one_line_naming_the_key(tmp_path: Path, taken_port: int) -> None:
+    proc = _cli("simulate", "--listen", f"127.0.0.1:{taken_port}")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert "--listen" in line and str(taken_port) in line and "in use" in line
+
+    cfg = tmp_path / "taken.toml"
+    cfg.write_text(
+        f'[server]\nlisten = "127.0.0.1:{taken_port}"\n[store]\npath = "{tmp_path / "o.db"}"\n'
+        '[[workspaces]]\nname = "default"\nbase_url = "http://127.0.0.1:9"\n'
+    )
+    proc = _cli("serve", "--config", str(cfg))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert "server.listen" in line and str(taken_port) in line and "in use" in line
+
+    cfg.write_text(
+        f'[store]\npath = "{tmp_path / "o2.db"}"\n'
+        f'[[workspaces]]\nname = "default"\nbase_url = "http://127.0.0.1:{taken_port}"\n'
+    )
+    proc = _cli("serve", "--config", str(cfg), "--with-simulator")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert "workspaces.default.base_url" in line and "in use" in line
+
+
+def test_explain_to_an_unreachable_service_says_what_happened() -> None:
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    proc = _cli("explain", "billing.sync-invoices", "--server", f"http://127.0.0.1:{port}")
+    assert proc.returncode != 0
+    text = proc.stdout + proc.stderr
+    assert f"cannot reach the service at http://127.0.0.1:{port}" in text
+    assert "Connect" in text and "127.0.0.1" in text.split("cannot reach", 1)[1]

@@ -97,7 +97,7 @@ path = "{tmp / "orch.db"}"
 initial_delay_s = 0.05
 max_delay_s = 0.3
 not_found_confirmations = 3
-not_found_min_s = 0.3
+not_found_min_s = 2.0  # long enough for a waiting CLI to see the confirmation
 
 [logging]
 format = "json"

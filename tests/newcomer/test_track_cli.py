@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import sys
 
+import aiohttp
+
 from orchestrator.client import OrchestratorClient
+from orchestrator.vocabulary import Kind
 from tests.newcomer.conftest import Stack, clean_env, free_port
 
 FOREVER = 3600
@@ -88,6 +91,22 @@ async def test_track_wait_exits_with_the_outcome_code(stack: Stack) -> None:
     assert "trk_" in out and "ended as failed" in out
     assert "storage_capacity_exhausted" in out
     assert "-> Leased" in results["succeeded"][1]  # a status change shown as it happened
+    # While a 404 is being confirmed, the wait says so rather than nothing.
+    assert "answered 404: confirming" in results["not_found"][1]
+
+
+async def test_track_accepts_every_kind_the_api_accepts(stack: Stack) -> None:
+    body = {"ScheduleId": "sch-cli", "FunctionKey": "billing.sync-invoices", "Cron": "0 0 1 1 *"}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{stack.sim_url}/_sim/schedules", json=body) as resp,
+    ):
+        assert resp.status == 201, await resp.text()
+    code, out = await cli("track", "schedule", "sch-cli", "--server", stack.url, token=stack.token)
+    assert code == 0, out
+    assert "schedule sch-cli" in out and "trk_" in out
+    code, out = await cli("track", "--help", token=None)
+    assert all(kind.value in out for kind in Kind)
 
 
 async def test_track_without_wait_prints_the_tracking(stack: Stack) -> None:
