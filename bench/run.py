@@ -16,6 +16,7 @@ import compileall
 import math
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +30,7 @@ import aiohttp
 import orjson
 import uvloop
 
+from bench import history
 from bench.events_phase import events
 from bench.phases import PROFILES, Params, bulk_jobs, throughput
 from bench.procs import REPO, Simulator, kill_spawned
@@ -167,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", choices=sorted(PROFILES), default="quick")
     parser.add_argument("--out", type=Path, default=None, help="write the report (JSON) here")
     parser.add_argument("--workdir", type=Path, default=None, help="keep databases and logs here")
+    parser.add_argument(
+        "--record", metavar="NOTE", help="append the run to bench/runs.csv with this note"
+    )
     args = parser.parse_args(argv)
     # Compiled once, as an install would: under PYTHONDONTWRITEBYTECODE every process
     # start would compile the checkout again, and the restart figure would time that.
@@ -180,6 +185,14 @@ def main(argv: list[str] | None = None) -> int:
             orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
         )
     print(table(report))
+    if args.record is not None:
+        commit = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        history.append(report, commit or "unknown", args.record)
     return 0
 
 
