@@ -1,0 +1,96 @@
+"""config/orchestrator.example.toml, written from the settings model itself.
+
+Every key comes from ``Settings`` at its default, so the example cannot drift
+from the code: ``python -m orchestrator.config_example > config/orchestrator.example.toml``
+writes it, and a test compares the file with ``render()``. Only the comments
+are kept here, by key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from orchestrator.config import Settings, SinkConfig
+
+HEADER = """\
+# A complete configuration with every key at its default (see docs/configuration.md),
+# written from the settings model: python -m orchestrator.config_example.
+# Copy it to config/orchestrator.toml, or pass --config, or set ORCH_CONFIG.
+# Any key can be overridden from the environment as ORCH_SECTION__KEY
+# (e.g. ORCH_POLLING__MAX_DELAY_S=10); WORKSPACE_API_BASE_URL overrides the
+# base URL of the workspace named "default". Secrets never go in this file:
+# it names the environment variables that hold them.
+"""
+
+NOTES = {
+    "server.api_tokens_env": "comma-separated bearer tokens",
+    "server.allow_unauthenticated": "required to listen off-loopback without tokens",
+    "server.shutdown_grace_s": "in-flight reads and deliveries may finish",
+    "server.shutdown_hard_s": "then whatever is left is cancelled",
+    "store.path": "SQLite file, created on first start",
+    "store.commit_interval_s": "group commit: gather writes this long",
+    "store.synchronous": "FULL survives power loss; NORMAL only crashes",
+    "polling.run_history": "a finished job with retries lists its runs",
+    "workspaces.max_in_flight": "requests of every kind at once",
+    "workspaces.max_requests_per_second": "held over every one-second window",
+    "workspaces.list_page_size": "Limit of each Function operations list page",
+    "events.callback_allowlist": "URL prefixes a callback_url must start with",
+    "events.retention_s": "delivered events and terminal trackings are pruned after",
+    "events.sinks.secret_env": "a whsec_... secret signs deliveries",
+    "logging.format": "or console",
+}
+_TABLE_LISTS = {"sinks"}  # lists of tables, written as [[...]] of their own
+_SINK_EXAMPLE = SinkConfig(
+    name="default", url="http://127.0.0.1:9000/hooks", secret_env="ORCH_SINK_SECRET"
+)
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_value(v) for v in value) + "]"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # TOML's 10 is read as 10.0 where the key is a float
+    return repr(value)
+
+
+def _table(name: str, model: BaseModel, note_prefix: str, out: list[str], mark: str = "") -> None:
+    """``model``'s plain keys under ``[name]``, then its sub-tables."""
+    header = f"[[{name}]]" if note_prefix.endswith("[]") else f"[{name}]"
+    prefix = note_prefix.removesuffix("[]")
+    out += ["", mark + header]
+    nested: list[tuple[str, BaseModel]] = []
+    for key in type(model).model_fields:
+        value = getattr(model, key)
+        if isinstance(value, BaseModel):
+            nested.append((key, value))
+            continue
+        if value is None or key in _TABLE_LISTS:
+            continue
+        line = f"{mark}{key} = {_value(value)}"
+        note = NOTES.get(f"{prefix}.{key}")
+        out.append(f"{line:<40}# {note}" if note else line)
+    for key, sub in nested:
+        _table(f"{name}.{key}", sub, f"{prefix}.{key}", out, mark)
+
+
+def render() -> str:
+    s = Settings()
+    out = [HEADER.rstrip("\n")]
+    for section in ("server", "store", "polling", "logging"):
+        _table(section, getattr(s, section), section, out)
+    for workspace in s.workspaces:
+        _table("workspaces", workspace, "workspaces[]", out)
+    _table("events", s.events, "events", out)
+    out += ["", "# No sink by default; one looks like this:"]
+    _table("events.sinks", _SINK_EXAMPLE, "events.sinks[]", out, mark="# ")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    print(render(), end="")
