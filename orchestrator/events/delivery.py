@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from orchestrator.aio import wait_event
-from orchestrator.clock import Clock
+from orchestrator.clock import Clock, iso
 from orchestrator.config import EventsConfig
 from orchestrator.errors import ConfigError, StoreUnavailable
 from orchestrator.events.bus import EventBus
@@ -57,6 +57,8 @@ class _Destination:
     secret: bytes | None
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     due: list[float] = field(default_factory=list)  # heap of retry times we scheduled
+    # A sink that answered 429/502/503/504 gets nothing before this (wall time).
+    throttled_until: float = 0.0
 
 
 class DeliveryService:
@@ -208,6 +210,10 @@ class DeliveryService:
             async with asyncio.TaskGroup() as attempts:
                 while not self._stopping.is_set():
                     dest.wake.clear()
+                    wait = dest.throttled_until - self._clock.now()
+                    if wait > 0:
+                        await self._pause(wait)
+                        continue
                     free = dest.max_in_flight - len(in_flight)
                     if free > 0:
                         now = self._clock.now()
@@ -326,6 +332,16 @@ class DeliveryService:
                 decision.error or "",
             )
             heapq.heappush(dest.due, decision.next_attempt_at)
+            if decision.throttle and dest.key != CALLBACK:
+                # Callbacks share one worker across hosts: only that event waits.
+                if decision.next_attempt_at > dest.throttled_until:
+                    log.warning(
+                        "sink %s throttled until %s: %s",
+                        dest.label,
+                        iso(decision.next_attempt_at),
+                        decision.error,
+                    )
+                dest.throttled_until = max(dest.throttled_until, decision.next_attempt_at)
         counter.inc()
 
 

@@ -1,7 +1,7 @@
 """What happens after one delivery attempt: delivered, retry when, or dead.
 
 Pure functions of the attempt's result and the time, so that every rule of the
-contract (2xx, 410, 429/503 with Retry-After, the jittered schedule, max age)
+contract (2xx, 410, 429/502/503/504 with Retry-After, the jittered schedule, max age)
 is tested without a network.
 """
 
@@ -18,6 +18,8 @@ from orchestrator.retry_after import parse_retry_after
 __all__ = ["JITTER", "Decision", "RetryPolicy", "parse_retry_after"]
 
 JITTER = 0.2
+# The receiver is overloaded or behind a failing proxy: the whole sink waits.
+THROTTLING = frozenset({429, 502, 503, 504})
 
 Result = Literal["delivered", "retry", "dead"]
 
@@ -28,6 +30,8 @@ class Decision:
     next_attempt_at: float | None = None
     error: str | None = None
     status: int | None = None  # the HTTP status of the attempt, when there was one
+    # Nothing more goes to this sink before next_attempt_at (429, 502, 503, 504).
+    throttle: bool = False
 
 
 class RetryPolicy:
@@ -64,11 +68,14 @@ class RetryPolicy:
         if 300 <= status < 400:
             error += " (redirects are not followed)"
         wait = None
-        if status in (429, 503):
+        if status in THROTTLING:
             wait = parse_retry_after(retry_after, now)
             if wait is not None:
                 error += f" (Retry-After {math.ceil(wait)} s)"
-        return self._retry(error, attempt, event_time, now, wait, status)
+        decision = self._retry(error, attempt, event_time, now, wait, status)
+        if status in THROTTLING and decision.result == "retry":
+            return Decision("retry", decision.next_attempt_at, error, status, throttle=True)
+        return decision
 
     def after_error(self, error: str, attempt: int, event_time: float, now: float) -> Decision:
         return self._retry(error, attempt, event_time, now, None, None)

@@ -541,3 +541,34 @@ async def test_attempt_lost_with_its_process_is_redelivered_after_the_lease(
     (hit,) = sink.by_event()[event.event_id]
     assert hit.at >= claimed.next_attempt_at - 0.01  # not before the lease ran out
     assert verify(hit, SINK_SECRET).get_id() == event.event_id and hit.body == event.payload
+
+
+async def test_a_429_503_502_504_throttles_the_whole_sink(store: Store, sink: Sink) -> None:
+    """Nothing goes to a sink that said 503 Retry-After before it passes: not the
+    event that got the answer, not the events committed meanwhile."""
+    hits_before: list[float] = []
+
+    def respond(hit: Hit, earlier: int) -> Reply:
+        if not hits_before:
+            hits_before.append(hit.at)
+            return Reply(503, {"Retry-After": "2"})
+        return Reply()
+
+    sink.respond = respond
+    cfg = events_config(SinkConfig(name="main", url=sink.url(), secret_env="X"))
+    h = Harness(store, cfg, {"sink:main": SINK_SECRET})
+    first = await h.emit(1)
+    async with h.running():
+        async def answered() -> bool:
+            return bool(hits_before)
+
+        await until(answered)
+        later = await h.emit(3)
+        h.bus.publish()
+        await until(all_in(h, "delivered", 4))
+    throttled_at = hits_before[0]
+    after = [hit for hit in sink.hits if hit.at > throttled_at]
+    assert {hit.event_id for hit in after} == {e.event_id for e in first + later}
+    assert all(hit.at >= throttled_at + 2.0 - 0.01 for hit in after), [
+        round(hit.at - throttled_at, 3) for hit in after
+    ]

@@ -79,3 +79,16 @@ def test_dead_once_the_next_attempt_would_pass_max_age() -> None:
 def test_retry_after_beyond_max_age_is_dead() -> None:
     d = policy(max_age_s=100).after_response(429, "3600", 1, T0, T0 + 1)
     assert d.result == "dead" and d.status == 429
+
+
+@pytest.mark.parametrize("status", [429, 502, 503, 504])
+def test_overload_answers_throttle_the_sink_until_their_retry_after(status: int) -> None:
+    d = policy().after_response(status, "40", 1, T0, T0)
+    assert d.result == "retry" and d.throttle and d.next_attempt_at == T0 + 40
+    plain = policy().after_response(status, None, 1, T0, T0)
+    assert plain.throttle and plain.next_attempt_at is not None  # the schedule's next delay
+
+
+@pytest.mark.parametrize("status", [400, 404, 500, 501])
+def test_other_failures_wait_for_that_event_only(status: int) -> None:
+    assert not policy().after_response(status, "40", 1, T0, T0).throttle
