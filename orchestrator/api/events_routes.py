@@ -13,13 +13,17 @@ from typing import Any, cast, get_args
 
 import orjson
 from aiohttp import web
+from pydantic import ValidationError
 
 from orchestrator.aio import wait_event
+from orchestrator.api.models import ReplayBody
+from orchestrator.api.problems import from_validation_error
+from orchestrator.api.trackings import read_json
 from orchestrator.clock import iso
 from orchestrator.errors import ApiProblem
 from orchestrator.events.cloudevents import CALLBACK, sink_destination
 from orchestrator.runtime import RUNTIME, Runtime
-from orchestrator.store.base import Delivery, DeliveryState, EventRecord
+from orchestrator.store.base import Delivery, DeliveryState, EventRecord, ReplaySpan
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +41,7 @@ def add_event_routes(app: web.Application) -> None:
     app.router.add_get("/v1/events/stream", stream_events)
     app.router.add_get("/v1/deliveries", list_deliveries)
     app.router.add_post("/v1/deliveries/{delivery_id}/retry", retry_delivery)
+    app.router.add_post("/v1/deliveries/replay", replay_deliveries)
 
 
 SQLITE_MAX_INT = 2**63 - 1
@@ -204,3 +209,25 @@ async def retry_delivery(request: web.Request) -> web.Response:
     # Wakes the delivery workers (and idle streams, which just re-read nothing).
     runtime.bus.publish()
     return _json(delivery_json(redriven, runtime), status=202)
+
+
+async def replay_deliveries(request: web.Request) -> web.Response:
+    """The events of a seq or time range to one sink again (same ids): 202 {"replayed": K}."""
+    runtime = request.app[RUNTIME]
+    try:
+        body = ReplayBody.model_validate(await read_json(request))
+    except ValidationError as exc:
+        raise from_validation_error(exc) from None
+    if body.sink not in {sink.name for sink in runtime.settings.events.sinks}:
+        raise ApiProblem(422, "Invalid request", "sink: no sink of that name", field="sink")
+    span = ReplaySpan()
+    if body.after_seq is not None:
+        span = ReplaySpan(body.after_seq, body.until_seq if body.until_seq is not None else 2**62)
+    elif body.since is not None:
+        until = float("inf") if body.until is None else body.until.timestamp()
+        span = ReplaySpan(since=body.since.timestamp(), until=until)
+    count = await runtime.store.replay_deliveries(
+        sink_destination(body.sink), span, runtime.clock.now()
+    )
+    runtime.bus.publish()  # the sink's worker claims them now
+    return _json({"replayed": count}, status=202)

@@ -189,3 +189,38 @@ class CancelOut(BaseModel):
     tracking_id: str
     remote_status: str | None
     detail: str
+
+
+class ReplayBody(BaseModel):
+    """``POST /v1/deliveries/replay``: one sink, a seq range or a time range."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    sink: str = Field(min_length=1, max_length=200)
+    after_seq: int | None = Field(default=None, ge=0)
+    until_seq: int | None = Field(default=None, ge=0)
+    since: Annotated[datetime | None, Field(strict=False)] = None
+    until: Annotated[datetime | None, Field(strict=False)] = None
+
+    @model_validator(mode="after")
+    def _one_range(self) -> ReplayBody:
+        by_seq = self.after_seq is not None or self.until_seq is not None
+        by_time = self.since is not None or self.until is not None
+        if by_seq and by_time:
+            raise ValueError("since: give a seq range (after_seq, until_seq) or a time range")
+        if not by_seq and not by_time:
+            raise ValueError("after_seq: a seq range (after_seq) or a time range (since) is needed")
+        if by_seq and self.after_seq is None:
+            raise ValueError("after_seq: required with until_seq")
+        if by_time and self.since is None:
+            raise ValueError("since: required with until")
+        for name in ("since", "until"):
+            value = getattr(self, name)
+            if value is not None and value.tzinfo is None:
+                raise ValueError(f"{name}: must carry a time zone (RFC 3339)")
+        after, until_seq = self.after_seq, self.until_seq
+        if after is not None and until_seq is not None and until_seq < after:
+            raise ValueError("until_seq: must not be below after_seq")
+        if self.since is not None and self.until is not None and self.until < self.since:
+            raise ValueError("until: must not be before since")
+        return self

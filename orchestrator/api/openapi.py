@@ -14,6 +14,7 @@ from orchestrator.api.models import (
     FollowUpsOut,
     IntakeBody,
     Problem,
+    ReplayBody,
     TrackingOut,
     TrackingPage,
 )
@@ -75,10 +76,11 @@ def build_openapi() -> dict[str, Any]:
         FollowUpsOut,
         Problem,
         CancelOut,
+        ReplayBody,
     ]
     schemas: dict[str, Any] = {}
     for model in models:
-        if model in (IntakeBody, FollowUpsBody):
+        if model in (IntakeBody, FollowUpsBody, ReplayBody):
             schema = model.model_json_schema(ref_template=_REF, mode="validation")
         else:
             schema = model.model_json_schema(ref_template=_REF, mode="serialization")
@@ -210,6 +212,23 @@ def build_openapi() -> dict[str, Any]:
                 ],
                 "responses": {"200": _json({"type": "object"}, "A page"), **_ERRORS},
             }
+        },
+        "/v1/deliveries/replay": {
+            "post": {
+                "operationId": "replayDeliveries",
+                "requestBody": _body(_ref(ReplayBody)),
+                "responses": {
+                    "202": _json(
+                        {
+                            "type": "object",
+                            "required": ["replayed"],
+                            "properties": {"replayed": {"type": "integer", "minimum": 0}},
+                        },
+                        "Queued again to the sink",
+                    ),
+                    **_ERRORS,
+                },
+            },
         },
         "/v1/deliveries/{delivery_id}/retry": {
             "parameters": [

@@ -11,7 +11,15 @@ import time
 from collections.abc import Sequence
 
 from orchestrator.store import _rows, queries
-from orchestrator.store.base import Delivery, Finish, NewEvent, NewTracking, PollUpdate, Tracking
+from orchestrator.store.base import (
+    Delivery,
+    Finish,
+    NewEvent,
+    NewTracking,
+    PollUpdate,
+    ReplaySpan,
+    Tracking,
+)
 
 
 def create_trackings(
@@ -172,6 +180,13 @@ def redrive_delivery(conn: sqlite3.Connection, delivery_id: int, now: float) -> 
     if not conn.execute(queries.REDRIVE_DELIVERY, (now, delivery_id)).rowcount:
         return None
     return _rows.delivery(conn.execute(queries.DELIVERY_BY_ID, (delivery_id,)).fetchone())
+
+
+def replay_deliveries(
+    conn: sqlite3.Connection, destination: str, span: ReplaySpan, now: float
+) -> int:
+    params = (destination, now, now, span.after_seq, span.until_seq, span.since, span.until)
+    return int(conn.execute(queries.REPLAY_DELIVERIES, params).rowcount)
 
 
 def prune(conn: sqlite3.Connection, before: float, batch: int) -> int:

@@ -131,6 +131,20 @@ class EventRecord:
     payload: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class ReplaySpan:
+    """Which events a replay sends again: seq in (after_seq, until_seq] and
+    time in [since, until]; the defaults leave a bound open."""
+
+    after_seq: int = 0
+    until_seq: int = 2**62
+    since: float = float("-inf")
+    until: float = float("inf")
+
+    def holds(self, seq: int, time: float) -> bool:
+        return self.after_seq < seq <= self.until_seq and self.since <= time <= self.until
+
+
 @dataclass(slots=True)
 class Delivery:
     delivery_id: int
@@ -249,6 +263,11 @@ class Store(Protocol):
 
     async def redrive_delivery(self, delivery_id: int, now: float) -> Delivery | None:
         """A dead delivery back to pending, due now; None if it is not dead."""
+
+    async def replay_deliveries(self, destination: str, span: ReplaySpan, now: float) -> int:
+        """Every stored event in ``span`` to ``destination`` again, due now: its
+        delivery there back to pending with no attempts (same event, same id), or a
+        new pending one where it had none. Returns how many."""
 
     async def outbox_pending_counts(self) -> dict[str, int]:
         """Pending deliveries per destination."""

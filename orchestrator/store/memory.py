@@ -24,6 +24,7 @@ from orchestrator.store.base import (
     NewEvent,
     NewTracking,
     PollUpdate,
+    ReplaySpan,
     Tracking,
     TrackingQuery,
 )
@@ -335,6 +336,37 @@ class MemoryStore:
             return None
         d.state, d.next_attempt_at = "pending", now
         return replace(d)
+
+    async def replay_deliveries(self, destination: str, span: ReplaySpan, now: float) -> int:
+        self._write()
+        existing = {
+            d.event_seq: d for d in self._deliveries.values() if d.destination == destination
+        }
+        count = 0
+        for seq, event in self._events.items():
+            if not span.holds(seq, event.time):
+                continue
+            count += 1
+            d = existing.get(seq)
+            if d is not None:
+                d.state, d.attempts, d.next_attempt_at = "pending", 0, now
+                d.last_status = d.last_error = d.delivered_at = None
+                continue
+            self._last_delivery_id += 1
+            self._deliveries[self._last_delivery_id] = Delivery(
+                delivery_id=self._last_delivery_id,
+                event_seq=seq,
+                event_id=event.event_id,
+                destination=destination,
+                url=None,
+                state="pending",
+                attempts=0,
+                next_attempt_at=now,
+                created_at=now,
+                event_time=event.time,
+                payload=event.payload,
+            )
+        return count
 
 
 def _matches(t: Tracking, q: TrackingQuery, after: tuple[float, str] | None) -> bool:

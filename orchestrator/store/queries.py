@@ -210,6 +210,16 @@ REDRIVE_DELIVERY = (
     "UPDATE deliveries SET state = 'pending', next_attempt_at = ?"
     " WHERE delivery_id = ? AND state = 'dead'"
 )
+# Every event in the ranges to one destination again: its delivery back to pending
+# (same event, same id), or a new one where it never had any.
+REPLAY_DELIVERIES = (
+    "INSERT INTO deliveries (event_seq, destination, url, state, attempts, next_attempt_at,"
+    " created_at) SELECT seq, ?, NULL, 'pending', 0, ?, ? FROM events"
+    " WHERE seq > ? AND seq <= ? AND time >= ? AND time <= ?"
+    " ON CONFLICT (event_seq, destination) DO UPDATE SET state = 'pending', attempts = 0,"
+    " next_attempt_at = excluded.next_attempt_at, last_status = NULL, last_error = NULL,"
+    " delivered_at = NULL"
+)
 PENDING_DESTINATIONS = (
     "SELECT DISTINCT destination FROM deliveries WHERE state = 'pending' ORDER BY destination"
 )

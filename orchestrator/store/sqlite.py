@@ -34,6 +34,7 @@ from orchestrator.store.base import (
     Finish,
     NewTracking,
     PollUpdate,
+    ReplaySpan,
     Tracking,
     TrackingQuery,
 )
@@ -195,6 +196,11 @@ class SqliteStore:
     async def redrive_delivery(self, delivery_id: int, now: float) -> Delivery | None:
         return await self._submit(
             functools.partial(ops.redrive_delivery, delivery_id=delivery_id, now=now)
+        )
+
+    async def replay_deliveries(self, destination: str, span: ReplaySpan, now: float) -> int:
+        return await self._submit(
+            functools.partial(ops.replay_deliveries, destination=destination, span=span, now=now)
         )
 
     async def prune(self, before: float, batch: int) -> int:

@@ -559,6 +559,7 @@ async def test_a_429_503_502_504_throttles_the_whole_sink(store: Store, sink: Si
     h = Harness(store, cfg, {"sink:main": SINK_SECRET})
     first = await h.emit(1)
     async with h.running():
+
         async def answered() -> bool:
             return bool(hits_before)
 

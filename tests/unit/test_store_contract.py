@@ -17,6 +17,7 @@ from orchestrator.store import (
     NewEvent,
     NewTracking,
     PollUpdate,
+    ReplaySpan,
     SqliteStore,
     Store,
     TrackingQuery,
@@ -613,6 +614,29 @@ async def test_claim_takes_due_deliveries_oldest_first_under_a_lease(store: Stor
     again = await store.claim_deliveries("sink:a", now=2_033.0, limit=10, lease_s=30)
     assert [d.event_id for d in again] == ["evt_0", "evt_1", "evt_2"]
     assert await store.outbox_pending_counts() == {"sink:a": 5, "sink:b": 5}
+
+
+async def test_replay_sends_a_range_again_to_one_destination(store: Store) -> None:
+    await _terminal_with_deliveries(store, 5, "sink:a", "sink:b")
+    for d in await store.claim_deliveries("sink:a", now=3_000.0, limit=10, lease_s=30):
+        await store.mark_delivered(d.delivery_id, at=3_001.0, status=200)
+    records = await store.events_after(0, 10)
+    seqs = [r.seq for r in records]
+    # By seq: (seqs[0], seqs[2]] is the 2nd and 3rd event.
+    n = await store.replay_deliveries("sink:a", ReplaySpan(seqs[0], seqs[2]), now=5_000.0)
+    assert n == 2
+    due = await store.claim_deliveries("sink:a", now=5_000.0, limit=10, lease_s=30)
+    assert [d.event_id for d in due] == ["evt_1", "evt_2"]
+    assert all(d.attempts == 0 and d.delivered_at is None for d in due)
+    # sink:b is untouched: all five still pending from the start, none replayed twice.
+    assert await store.outbox_pending_counts() == {"sink:a": 2, "sink:b": 5}
+    # By time, to a destination that never had these events: new deliveries.
+    n = await store.replay_deliveries("sink:c", ReplaySpan(since=2_003.0), now=5_000.0)
+    assert n == 2
+    fresh = await store.claim_deliveries("sink:c", now=5_000.0, limit=10, lease_s=30)
+    assert [d.event_id for d in fresh] == ["evt_3", "evt_4"]
+    assert [d.payload for d in fresh] == [r.payload for r in records[3:]]
+    assert await store.replay_deliveries("sink:a", ReplaySpan(since=9_000.0), now=5_000.0) == 0
 
 
 async def test_retry_dead_redrive_and_delivered(store: Store) -> None:
