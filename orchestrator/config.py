@@ -176,6 +176,9 @@ class EventsConfig(_Section):
     delivery_timeout_s: float = Field(default=10, gt=0)
     retention_s: float = Field(default=7 * 86400, gt=0)
     prune_interval_s: float = Field(default=60, gt=0)
+    # A sink with no successful delivery for this long is disabled (Standard
+    # Webhooks' five days); 0 never disables one for want of success.
+    disable_after_s: float = Field(default=5 * 86400, ge=0)
     sinks: list[SinkConfig] = Field(default_factory=list)
 
     @field_validator("retry_schedule_s")

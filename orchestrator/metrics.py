@@ -82,6 +82,12 @@ class Metrics:
             ["sink", "result"],
             registry=r,
         )
+        self.sink_disabled = Gauge(
+            "orchestrator_sink_disabled",
+            "1 while a sink is disabled (a 410, or no success for events.disable_after_s).",
+            ["sink"],
+            registry=r,
+        )
         self.event_outbox_pending = Gauge(
             "orchestrator_event_outbox_pending",
             "Deliveries waiting in the outbox.",
@@ -165,6 +171,8 @@ class Metrics:
                 self.time_to_terminal_seconds.labels(kind=kind, outcome=outcome)
         for sink in sinks:
             self.event_outbox_pending.labels(sink=sink)
+            if sink != "callback":
+                self.sink_disabled.labels(sink=sink).set(0)
             self.event_delivery_latency_seconds.labels(sink=sink)
             for result in DELIVERY_RESULTS:
                 self.event_deliveries_total.labels(sink=sink, result=result)

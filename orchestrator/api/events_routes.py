@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any, cast, get_args
+from typing import TYPE_CHECKING, Any, cast, get_args
 
 import orjson
 from aiohttp import web
@@ -24,6 +24,9 @@ from orchestrator.errors import ApiProblem
 from orchestrator.events.cloudevents import CALLBACK, sink_destination
 from orchestrator.runtime import RUNTIME, Runtime
 from orchestrator.store.base import Delivery, DeliveryState, EventRecord, ReplaySpan
+
+if TYPE_CHECKING:
+    from orchestrator.events.delivery import DeliveryService
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +45,8 @@ def add_event_routes(app: web.Application) -> None:
     app.router.add_get("/v1/deliveries", list_deliveries)
     app.router.add_post("/v1/deliveries/{delivery_id}/retry", retry_delivery)
     app.router.add_post("/v1/deliveries/replay", replay_deliveries)
+    app.router.add_get("/v1/sinks", list_sinks)
+    app.router.add_post("/v1/sinks/{name}/enable", enable_sink)
 
 
 SQLITE_MAX_INT = 2**63 - 1
@@ -231,3 +236,28 @@ async def replay_deliveries(request: web.Request) -> web.Response:
     )
     runtime.bus.publish()  # the sink's worker claims them now
     return _json({"replayed": count}, status=202)
+
+
+def _deliveries(runtime: Runtime) -> DeliveryService:
+    if runtime.deliveries is None:
+        raise ApiProblem(503, "Not ready", "event delivery has not started")
+    return runtime.deliveries
+
+
+async def list_sinks(request: web.Request) -> web.Response:
+    runtime = request.app[RUNTIME]
+    counts = await runtime.store.outbox_pending_counts()
+    items = _deliveries(runtime).sinks()
+    for item in items:
+        item["pending"] = counts.get(sink_destination(str(item["name"])), 0)
+    return _json({"items": items})
+
+
+async def enable_sink(request: web.Request) -> web.Response:
+    """A disabled sink back on: what it missed is still pending and goes now."""
+    runtime = request.app[RUNTIME]
+    name = request.match_info["name"]
+    was = _deliveries(runtime).enable(name)
+    if was is None:
+        raise ApiProblem(404, "Not found", "no sink of that name", field="name")
+    return _json({"name": name, "enabled": True, "was_disabled": was})

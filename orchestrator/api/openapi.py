@@ -230,6 +230,25 @@ def build_openapi() -> dict[str, Any]:
                 },
             },
         },
+        "/v1/sinks": {
+            "get": {
+                "operationId": "listSinks",
+                "responses": {"200": _json({"type": "object"}, "Each sink's state"), **_ERRORS},
+            }
+        },
+        "/v1/sinks/{name}/enable": {
+            "parameters": [
+                {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+            ],
+            "post": {
+                "operationId": "enableSink",
+                "responses": {
+                    "200": _json({"type": "object"}, "Enabled"),
+                    "404": _problem("Unknown sink"),
+                    **_ERRORS,
+                },
+            },
+        },
         "/v1/deliveries/{delivery_id}/retry": {
             "parameters": [
                 {

@@ -17,7 +17,6 @@ import logging
 import os
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 import aiohttp
 
@@ -27,6 +26,7 @@ from orchestrator.config import EventsConfig
 from orchestrator.errors import ConfigError, StoreUnavailable
 from orchestrator.events.bus import EventBus
 from orchestrator.events.cloudevents import CALLBACK, sink_destination
+from orchestrator.events.destination import Destination
 from orchestrator.events.policy import Decision, RetryPolicy
 from orchestrator.events.signing import secret_key, webhook_headers
 from orchestrator.metrics import DELIVERY_RESULTS, Metrics
@@ -45,20 +45,6 @@ LEASE_MARGIN_S = 5.0
 RECHECK_S = 2.0
 PENDING_REFRESH_S = 2.0
 STORE_BACKOFF_S = 1.0
-
-
-@dataclass(eq=False)
-class _Destination:
-    key: str  # "sink:<name>" or "callback", as stored
-    label: str  # the metric label: the sink's name or "callback", never a URL or id
-    url: str | None  # None for callbacks (per delivery) and for sinks no longer configured
-    max_in_flight: int
-    policy: RetryPolicy
-    secret: bytes | None
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
-    due: list[float] = field(default_factory=list)  # heap of retry times we scheduled
-    # A sink that answered 429/502/503/504 gets nothing before this (wall time).
-    throttled_until: float = 0.0
 
 
 class DeliveryService:
@@ -86,7 +72,7 @@ class DeliveryService:
         self._grace_s = events.delivery_timeout_s
         self._tg: asyncio.TaskGroup | None = None
         self._side_tasks: list[asyncio.Task[None]] = []
-        self._dests: dict[str, _Destination] = {}
+        self._dests: dict[str, Destination] = {}
         for sink in events.sinks:
             env = sink.secret_env
             raw = secrets.get(sink_destination(sink.name)) if secrets is not None else None
@@ -119,9 +105,9 @@ class DeliveryService:
         max_in_flight: int,
         max_age_s: float,
         secret: bytes | None,
-    ) -> _Destination:
+    ) -> Destination:
         policy = RetryPolicy(self._events.retry_schedule_s, max_age_s, self._rng)
-        dest = _Destination(key, label, url, max_in_flight, policy, secret)
+        dest = Destination(key, label, url, max_in_flight, policy, secret)
         self._dests[key] = dest
         self._metrics.event_outbox_pending.labels(sink=label)
         self._metrics.event_delivery_latency_seconds.labels(sink=label)
@@ -167,7 +153,7 @@ class DeliveryService:
         for dest in self._dests.values():
             dest.wake.set()
 
-    def _spawn(self, dest: _Destination) -> None:
+    def _spawn(self, dest: Destination) -> None:
         if self._tg is not None and not self._stopping.is_set():
             self._tg.create_task(self._work(dest), name=f"deliveries:{dest.key}")
 
@@ -199,7 +185,7 @@ class DeliveryService:
         for dest in self._dests.values():
             self._metrics.event_outbox_pending.labels(sink=dest.label).set(counts.get(dest.key, 0))
 
-    async def _work(self, dest: _Destination) -> None:
+    async def _work(self, dest: Destination) -> None:
         in_flight: set[asyncio.Task[None]] = set()
 
         def done(task: asyncio.Task[None]) -> None:
@@ -210,6 +196,9 @@ class DeliveryService:
             async with asyncio.TaskGroup() as attempts:
                 while not self._stopping.is_set():
                     dest.wake.clear()
+                    if dest.disabled is not None:
+                        await wait_event(dest.wake, RECHECK_S)  # enable() wakes it
+                        continue
                     wait = dest.throttled_until - self._clock.now()
                     if wait > 0:
                         await self._pause(wait)
@@ -240,7 +229,7 @@ class DeliveryService:
             log.exception("delivery worker for %s failed", dest.label)
             raise
 
-    async def _sleep(self, dest: _Destination) -> None:
+    async def _sleep(self, dest: Destination) -> None:
         timeout = RECHECK_S
         if dest.due:
             timeout = min(timeout, max(dest.due[0] - self._clock.now(), 0.0))
@@ -249,7 +238,7 @@ class DeliveryService:
     async def _pause(self, seconds: float) -> None:
         await wait_event(self._stopping, seconds)
 
-    async def _drain(self, dest: _Destination, in_flight: set[asyncio.Task[None]]) -> None:
+    async def _drain(self, dest: Destination, in_flight: set[asyncio.Task[None]]) -> None:
         if not in_flight:
             return
         _, pending = await asyncio.wait(set(in_flight), timeout=self._grace_s)
@@ -263,7 +252,7 @@ class DeliveryService:
             for task in pending:
                 task.cancel()
 
-    async def _attempt(self, dest: _Destination, delivery: Delivery) -> None:
+    async def _attempt(self, dest: Destination, delivery: Delivery) -> None:
         try:
             decision = await self._send(dest, delivery)
             await self._record(dest, delivery, decision)
@@ -274,7 +263,7 @@ class DeliveryService:
                 exc,
             )
 
-    async def _send(self, dest: _Destination, delivery: Delivery) -> Decision:
+    async def _send(self, dest: Destination, delivery: Delivery) -> Decision:
         url = delivery.url if dest.key == CALLBACK else dest.url
         attempt = delivery.attempts + 1
         if not url:
@@ -301,11 +290,20 @@ class DeliveryService:
             )
         return dest.policy.after_error(error, attempt, delivery.event_time, self._clock.now())
 
-    async def _record(self, dest: _Destination, delivery: Delivery, decision: Decision) -> None:
+    async def _record(self, dest: Destination, delivery: Delivery, decision: Decision) -> None:
         now = self._clock.now()
         counter = self._metrics.event_deliveries_total.labels(
             sink=dest.label, result=decision.result
         )
+        if decision.gone and dest.is_sink:
+            # Kept pending: a disabled sink's events wait for it to be enabled.
+            error = f"{decision.error}; the sink is disabled"
+            await self._store.mark_retry(delivery.delivery_id, now, decision.status, error)
+            self._disable(dest, now, decision.error or "HTTP 410")
+            self._metrics.event_deliveries_total.labels(sink=dest.label, result="retry").inc()
+            return
+        if dest.is_sink:
+            self._note_health(dest, decision, now)
         if decision.result == "delivered":
             assert decision.status is not None
             await self._store.mark_delivered(delivery.delivery_id, now, decision.status)
@@ -343,6 +341,38 @@ class DeliveryService:
                     )
                 dest.throttled_until = max(dest.throttled_until, decision.next_attempt_at)
         counter.inc()
+
+    def _note_health(self, dest: Destination, decision: Decision, now: float) -> None:
+        why = dest.health(decision, now, self._events.disable_after_s)
+        if why is not None:
+            self._disable(dest, now, why)
+
+    def _disable(self, dest: Destination, now: float, why: str) -> None:
+        if dest.disable(now, why):
+            self._metrics.sink_disabled.labels(sink=dest.label).set(1)
+            log.warning(
+                "sink %s disabled: %s; POST /v1/sinks/%s/enable to resume",
+                dest.label,
+                why,
+                dest.label,
+            )
+
+    def sinks(self) -> list[dict[str, object]]:
+        """Each configured sink's state, for ``GET /v1/sinks``."""
+        now = self._clock.now()
+        return [d.state(now) for d in self._dests.values() if d.is_sink and d.url is not None]
+
+    def enable(self, name: str) -> bool | None:
+        """Turn a sink back on (what it missed is still pending and goes now).
+        True if it was disabled, False if it was not, None for no such sink."""
+        dest = self._dests.get(sink_destination(name))
+        if dest is None or dest.url is None:
+            return None
+        was = dest.enable()
+        self._metrics.sink_disabled.labels(sink=dest.label).set(0)
+        if was:
+            log.info("sink %s enabled", dest.label)
+        return was
 
 
 def _key(raw: str | None, source: str, label: str) -> bytes | None:

@@ -32,6 +32,8 @@ class Decision:
     status: int | None = None  # the HTTP status of the attempt, when there was one
     # Nothing more goes to this sink before next_attempt_at (429, 502, 503, 504).
     throttle: bool = False
+    # 410 Gone: the receiver asks for nothing more (a sink is disabled).
+    gone: bool = False
 
 
 class RetryPolicy:
@@ -63,7 +65,8 @@ class RetryPolicy:
         if 200 <= status < 300:
             return Decision("delivered", status=status)
         if status == 410:
-            return Decision("dead", error="HTTP 410: the receiver asked us to stop", status=410)
+            error = "HTTP 410: the receiver asked us to stop"
+            return Decision("dead", error=error, status=410, gone=True)
         error = f"HTTP {status}"
         if 300 <= status < 400:
             error += " (redirects are not followed)"

@@ -97,6 +97,17 @@ async def test_replay_resends_the_range_to_that_sink_only(start_service: StartSe
             status, problem = await api.call("POST", "/v1/deliveries/replay", json=body)
             assert status == 422 and problem["field"] == field, (body, problem)
         assert len(sinks.hits["/a"]) == 8  # nothing half-done by a refused replay
+
+        status, listed = await api.call("GET", "/v1/sinks")
+        assert status == 200
+        assert [(s["name"], s["disabled"], s["pending"]) for s in listed["items"]] == [
+            ("a", False, 0),
+            ("b", False, 0),
+        ]
+        status, answer = await api.call("POST", "/v1/sinks/a/enable")
+        assert status == 200 and answer == {"name": "a", "enabled": True, "was_disabled": False}
+        status, problem = await api.call("POST", "/v1/sinks/nope/enable")
+        assert status == 404 and problem["field"] == "name"
     finally:
         assert sinks.runner is not None
         await sinks.runner.cleanup()

@@ -357,32 +357,80 @@ async def test_sink_down_then_up_gets_every_event_with_stable_id_and_body(
     assert h.sample("orchestrator_event_deliveries_total", sink="main", result="retry") >= 12 * 5
 
 
-async def test_410_stops_that_destination_for_that_event(store: Store, sink: Sink) -> None:
-    gone: set[str] = set()
+async def test_410_disables_the_sink_until_enabled_and_it_then_gets_what_it_missed(
+    store: Store, sink: Sink
+) -> None:
+    gone = [True]
 
     def respond(hit: Hit, earlier: int) -> Reply:
-        return Reply(410 if hit.path == "/a" and hit.event_id in gone else 200)
+        return Reply(410 if hit.path == "/a" and gone[0] else 200)
 
     sink.respond = respond
     cfg = events_config(
         SinkConfig(name="a", url=sink.url("/a"), secret_env="X"),
         SinkConfig(name="b", url=sink.url("/b"), secret_env="X"),
+        retry_schedule_s=[0.05],
     )
     h = Harness(store, cfg, {"sink:a": SINK_SECRET, "sink:b": SINK_SECRET})
     async with h.running():
-        events = await h.emit(6)
-        gone.update(e.event_id for e in events[:3])
-        await until(all_in(h, "delivered", 9))
-        await until(all_in(h, "dead", 3))
-        await asyncio.sleep(0.5)  # many retry periods: nothing more may arrive
+        first = await h.emit(1)
+        await until(lambda: _sampled(h, "orchestrator_sink_disabled", 1.0, sink="a"))
+        later = await h.emit(4)
+        await until(all_in(h, "delivered", 5))  # sink b has them all
+        await asyncio.sleep(0.5)  # many retry periods: nothing more reaches sink a
+        assert len(sink.by_event("/a")) == 1  # the one 410, nothing after it
+        assert await all_in(h, "pending", 5)()  # kept for the sink, not dead
+        [state] = [s for s in h.service.sinks() if s["name"] == "a"]
+        assert state["disabled"] and "410" in str(state["disabled_reason"])
+        assert h.service.enable("nope") is None
+        gone[0] = False
+        assert h.service.enable("a") is True
+        await until(all_in(h, "delivered", 10))
+        assert h.service.enable("a") is False
+    a = sink.by_event("/a")
+    assert set(a) == {e.event_id for e in first + later}  # what it missed, same ids
+    assert h.sample("orchestrator_sink_disabled", sink="a") == 0.0
+    assert h.sample("orchestrator_sink_disabled", sink="b") == 0.0
 
-    a, b = sink.by_event("/a"), sink.by_event("/b")
-    assert all(len(a[e.event_id]) == 1 for e in events)
-    assert set(b) == {e.event_id for e in events}
-    dead, _ = await store.list_deliveries("dead", 100, None)
-    assert {d.event_id for d in dead} == gone
-    assert all(d.destination == "sink:a" and d.last_status == 410 for d in dead)
-    assert h.sample("orchestrator_event_deliveries_total", sink="a", result="dead") == 3
+
+async def test_a_callback_410_stops_only_that_event(store: Store, sink: Sink) -> None:
+    sink.respond = lambda hit, earlier: Reply(410)
+    h = Harness(store, events_config(), {})
+    async with h.running():
+        await h.emit(2, callback_url=sink.url("/cb"))
+        await until(all_in(h, "dead", 2))
+    dead, _ = await store.list_deliveries("dead", 10, None)
+    assert {d.destination for d in dead} == {"callback"} and len(sink.hits) == 2
+
+
+async def test_a_sink_without_success_for_disable_after_s_is_disabled(
+    store: Store, sink: Sink
+) -> None:
+    sink.respond = lambda hit, earlier: Reply(500)
+    cfg = events_config(
+        SinkConfig(name="a", url=sink.url("/a"), secret_env="X"),
+        retry_schedule_s=[0.1],
+        disable_after_s=0.6,
+    )
+    h = Harness(store, cfg, {"sink:a": SINK_SECRET})
+    async with h.running():
+        await h.emit(1)
+        started = time.monotonic()
+        await until(lambda: _sampled(h, "orchestrator_sink_disabled", 1.0, sink="a"))
+        took = time.monotonic() - started
+        hits = len(sink.hits)
+        await asyncio.sleep(0.5)
+        assert len(sink.hits) == hits  # disabled: no more attempts
+    assert took >= 0.6 - 0.05 and hits >= 3
+    [state] = h.service.sinks()
+    assert "no successful delivery for 0.6 s" in str(state["disabled_reason"])
+
+
+def _sampled(h: Harness, name: str, value: float, **labels: str) -> Awaitable[bool]:
+    async def check() -> bool:
+        return h.sample(name, **labels) == value
+
+    return check()
 
 
 async def test_429_and_503_retry_after_is_respected(store: Store, sink: Sink) -> None:
