@@ -157,6 +157,9 @@ class SinkConfig(_Section):
     secret_env: str | None = None
     max_age_s: float = Field(default=86400, gt=0)
     max_in_flight: int = Field(default=16, ge=1, le=1000)
+    # CloudEvents HTTP content mode: the whole event as the body, or binary
+    # (ce-* headers, the data as the body).
+    mode: Literal["structured", "binary"] = "structured"
 
     @field_validator("url")
     @classmethod

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 
@@ -80,3 +81,24 @@ class EventFactory:
             destinations=destinations,
             callback_url=tracking.callback_url,
         )
+
+
+# Printable ASCII but space, '"' and '%' go as they are; the rest is percent-encoded
+# (the CloudEvents HTTP binding's rule for header values).
+_HEADER_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in '"%')
+
+
+def binary_mode(structured: bytes) -> tuple[dict[str, str], bytes]:
+    """A stored structured event as the binary content mode: (headers, body).
+
+    Every attribute but ``data`` becomes a ``ce-`` header and ``data`` is the
+    body, in its ``datacontenttype``; the body is what the signature covers.
+    """
+    event = orjson.loads(structured)
+    data = event.pop("data", None)
+    content_type = event.pop("datacontenttype", "application/json")
+    headers = {"Content-Type": content_type}
+    for name, value in event.items():
+        text = value if isinstance(value, str) else orjson.dumps(value).decode()
+        headers[f"ce-{name}"] = quote(text, safe=_HEADER_SAFE)
+    return headers, orjson.dumps(data)

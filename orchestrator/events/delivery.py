@@ -25,7 +25,7 @@ from orchestrator.clock import Clock, iso
 from orchestrator.config import EventsConfig
 from orchestrator.errors import ConfigError, StoreUnavailable
 from orchestrator.events.bus import EventBus
-from orchestrator.events.cloudevents import CALLBACK, sink_destination
+from orchestrator.events.cloudevents import CALLBACK, binary_mode, sink_destination
 from orchestrator.events.destination import Destination
 from orchestrator.events.policy import Decision, RetryPolicy
 from orchestrator.events.signing import secret_key, webhook_headers
@@ -78,7 +78,7 @@ class DeliveryService:
             raw = secrets.get(sink_destination(sink.name)) if secrets is not None else None
             if secrets is None and env:
                 raw = os.environ.get(env)
-            self._add(
+            dest = self._add(
                 sink_destination(sink.name),
                 sink.name,
                 sink.url,
@@ -86,6 +86,7 @@ class DeliveryService:
                 sink.max_age_s,
                 _key(raw, env or sink_destination(sink.name), sink.name),
             )
+            dest.binary = sink.mode == "binary"
         env = events.callback_secret_env
         raw = secrets.get(CALLBACK) if secrets is not None else os.environ.get(env)
         self._add(
@@ -269,8 +270,12 @@ class DeliveryService:
         if not url:
             return Decision("dead", error="destination is not configured")
         assert self._session is not None
-        body = delivery.payload
-        headers = {"Content-Type": CONTENT_TYPE, "User-Agent": USER_AGENT}
+        if dest.binary:
+            headers, body = binary_mode(delivery.payload)
+            headers["User-Agent"] = USER_AGENT
+        else:
+            body = delivery.payload
+            headers = {"Content-Type": CONTENT_TYPE, "User-Agent": USER_AGENT}
         # Signed per attempt: the timestamp is fresh, the id and body never change.
         stamp = int(self._clock.now())
         headers.update(webhook_headers(dest.secret, delivery.event_id, stamp, body))

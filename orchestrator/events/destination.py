@@ -18,6 +18,7 @@ class Destination:
     max_in_flight: int
     policy: RetryPolicy
     secret: bytes | None
+    binary: bool = False  # the CloudEvents binary content mode (a sink's mode)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     due: list[float] = field(default_factory=list)  # heap of retry times we scheduled
     # A sink that answered 429/502/503/504 gets nothing before this (wall time).

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import orjson
 import pytest
 from aiohttp import web
 from cloudevents.core.bindings.http import HTTPMessage, from_http_event
@@ -621,3 +622,28 @@ async def test_a_429_503_502_504_throttles_the_whole_sink(store: Store, sink: Si
     assert all(hit.at >= throttled_at + 2.0 - 0.01 for hit in after), [
         round(hit.at - throttled_at, 3) for hit in after
     ]
+
+
+async def test_a_binary_mode_sink_gets_ce_headers_and_the_data_signed(
+    store: Store, sink: Sink
+) -> None:
+    cfg = events_config(SinkConfig(name="bin", url=sink.url("/bin"), secret_env="X", mode="binary"))
+    h = Harness(store, cfg, {"sink:bin": SINK_SECRET})
+    async with h.running():
+        [sent] = await h.emit(1)
+        await until(all_in(h, "delivered", 1))
+    [hit] = sink.hits
+    structured = orjson.loads(sent.payload)
+    assert hit.headers["Content-Type"] == "application/json"
+    assert orjson.loads(hit.body) == structured["data"]  # the data alone is the body
+    assert hit.headers["ce-id"] == structured["id"] == hit.headers["webhook-id"]
+    assert hit.headers["ce-type"] == structured["type"]
+    assert hit.headers["ce-source"] == structured["source"]  # ':' needs no encoding
+    # The signature covers the body sent, checked by the official library.
+    Webhook(SINK_SECRET).verify(hit.body, hit.headers)
+    # And the CloudEvents SDK reads it as a binary-mode event.
+    event = from_http_event(HTTPMessage(headers=hit.headers, body=hit.body))
+    assert event.get_id() == structured["id"]
+    assert event.get_type() == structured["type"]
+    assert event.get_subject() == structured["subject"]
+    assert event.get_data() == structured["data"]
