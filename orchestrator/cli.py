@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.aio import run_async
@@ -36,8 +37,16 @@ def _serve(args: argparse.Namespace) -> int:
         default = settings.workspace("default") or settings.workspaces[0]
         host_port = default.base_url.split("://", 1)[1]
         host, port = split_listen(host_port)
+        # Kept beside the store by default: a restart keeps the simulated work
+        # that the resumed trackings follow.
+        state = Path(args.simulator_state or settings.store.path + ".simulator")
+        state.parent.mkdir(parents=True, exist_ok=True)
         try:
-            sim = await start_simulator(host=host, port=port, profile=args.profile)
+            sim = await start_simulator(
+                host=host, port=port, profile=args.profile, state_path=state
+            )
+        except ValueError as exc:  # an unreadable state file
+            raise ConfigError(f"--simulator-state: {exc}") from None
         except OSError as exc:
             raise ListenError(
                 f"workspaces.{default.name}.base_url: the simulator cannot listen on "
@@ -55,7 +64,8 @@ def _simulate(args: argparse.Namespace) -> int:
     from orchestrator.simulator import run_simulator
 
     try:
-        run_simulator(args.listen, profile=args.profile, seed=args.seed)
+        state = None if args.state is None else Path(args.state)
+        run_simulator(args.listen, profile=args.profile, seed=args.seed, state_path=state)
     except ValueError as exc:  # --listen not HOST:PORT
         raise ConfigError(str(exc)) from None
     except OSError as exc:
@@ -126,12 +136,20 @@ def build_parser() -> argparse.ArgumentParser:
         choices=profiles,
         help=f"simulator profile (--with-simulator): {', '.join(profiles)}",
     )
+    serve.add_argument(
+        "--simulator-state",
+        metavar="PATH",
+        help="the simulator's state file (--with-simulator; default: beside the store)",
+    )
     serve.set_defaults(func=_serve)
 
     sim = sub.add_parser("simulate", help="run the bundled Moltaro workspace simulator")
     sim.add_argument("--listen", default="127.0.0.1:5080", help="HOST:PORT")
     sim.add_argument("--profile", default="default", choices=profiles, help=", ".join(profiles))
     sim.add_argument("--seed", type=int, default=None)
+    sim.add_argument(
+        "--state", metavar="PATH", help="keep the simulated work in this file across restarts"
+    )
     sim.set_defaults(func=_simulate)
 
     demo = sub.add_parser(

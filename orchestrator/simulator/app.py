@@ -5,15 +5,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import orjson
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from orchestrator.simulator import routes_admin, routes_control, routes_runtime
+from orchestrator.simulator import persist, routes_admin, routes_control, routes_runtime
 from orchestrator.simulator.bodies import BadRequest
 from orchestrator.simulator.faults import FaultRule
-from orchestrator.simulator.keys import SIM_ID, STATE
+from orchestrator.simulator.keys import SIM_ID, STATE, STATE_PATH
 from orchestrator.simulator.openapi import build_document
 from orchestrator.simulator.present import json_response, problem
 from orchestrator.simulator.profiles import Profile, builtin_profiles
@@ -66,9 +67,13 @@ async def _dispatch(request: web.Request, handler: Handler) -> web.StreamRespons
         return problem(exc.status, exc.reason, headers)
 
 
+_READS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
 @web.middleware
 async def simulator_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     st = request.app[STATE]
+    jobs_before = len(st.jobs)
     now = st.clock()
     st.tick(now)
     group, rid = _route_of(request)
@@ -93,6 +98,9 @@ async def simulator_middleware(request: web.Request, handler: Handler) -> web.St
         response = await _dispatch(request, handler)
         if malformed and response.status < 400:
             response = _truncated(response)
+    path = request.app[STATE_PATH]
+    if path is not None and (request.method not in _READS or len(st.jobs) != jobs_before):
+        persist.save(st, path)
     st.log.count(group, response.status)
     if st.log.enabled:
         rid = request.get(SIM_ID, rid)
@@ -113,15 +121,22 @@ def create_app(
     seed: int | None = None,
     *,
     clock: Callable[[], float] = time.time,
+    state_path: Path | None = None,
 ) -> web.Application:
-    """A simulated Moltaro workspace as an aiohttp application (nothing runs until served)."""
+    """A simulated Moltaro workspace as an aiohttp application (nothing runs until served).
+
+    With ``state_path``, the state saved there (if any) is taken up and every
+    change is saved there again (``persist.py``).
+    """
     if isinstance(profile, str):
         profiles = builtin_profiles()
         if profile not in profiles:
             raise ValueError(f"unknown simulator profile {profile!r}: one of {sorted(profiles)}")
         profile = profiles[profile]
     app = web.Application(middlewares=[simulator_middleware])
-    app[STATE] = SimState(profile, seed, clock)
+    restored = None if state_path is None else persist.load(state_path)
+    app[STATE] = restored if restored is not None else SimState(profile, seed, clock)
+    app[STATE_PATH] = state_path
     app[_OPENAPI] = orjson.dumps(build_document())
     app.router.add_get("/swagger/v1/swagger.json", openapi, name="openapi")
     app.router.add_get(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+from pathlib import Path
 from types import TracebackType
 
 from aiohttp import web
@@ -73,6 +74,7 @@ async def start_simulator(
     *,
     app: web.Application | None = None,
     front: bool | None = None,
+    state_path: Path | None = None,
 ) -> RunningSimulator:
     """Serve a new simulator (or ``app``) on ``host:port``; port 0 picks a free one.
 
@@ -80,7 +82,7 @@ async def start_simulator(
     ``front`` (default: the profile's ``fast_reads``) puts the status-read front
     of ``simulator/front.py`` on ``host:port``, aiohttp on a private port behind it.
     """
-    app = app or create_app(profile, seed)
+    app = app or create_app(profile, seed, state_path=state_path)
     state = app[STATE]
     if front is None:
         front = state.profile.fast_reads
@@ -117,15 +119,18 @@ def _split_listen(listen: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port_text)
 
 
-async def _serve(host: str, port: int, profile: str, seed: int | None) -> None:
+async def _serve(
+    host: str, port: int, profile: str, seed: int | None, state_path: Path | None
+) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        async with await start_simulator(host, port, profile, seed) as sim:
+        async with await start_simulator(host, port, profile, seed, state_path=state_path) as sim:
+            kept = "" if state_path is None else f", state in {state_path}"
             print(
-                f"Moltaro simulator ({profile} profile, seed {seed}) listening on {sim.url}",
+                f"Moltaro simulator ({profile} profile, seed {seed}{kept}) listening on {sim.url}",
                 file=sys.stderr,
                 flush=True,
             )
@@ -136,7 +141,10 @@ async def _serve(host: str, port: int, profile: str, seed: int | None) -> None:
 
 
 def run_simulator(
-    listen: str = "127.0.0.1:5080", profile: str = "default", seed: int | None = None
+    listen: str = "127.0.0.1:5080",
+    profile: str = "default",
+    seed: int | None = None,
+    state_path: Path | None = None,
 ) -> None:
     """Serve in the foreground until SIGINT or SIGTERM, then close cleanly and return."""
     host, port = _split_listen(listen)
@@ -144,6 +152,6 @@ def run_simulator(
     try:
         import uvloop
     except ImportError:
-        asyncio.run(_serve(host, port, profile, seed))
+        asyncio.run(_serve(host, port, profile, seed, state_path))
     else:
-        uvloop.run(_serve(host, port, profile, seed))
+        uvloop.run(_serve(host, port, profile, seed, state_path))
