@@ -9,7 +9,6 @@ seeing, each with the outcome it must end in.
 
 from __future__ import annotations
 
-import asyncio
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -214,46 +213,46 @@ async def create_work(
     plan = Plan(faults=list(FAULTS))
     async with session.put(f"{sim_url}/_sim/profile", json=PROFILE) as resp:
         resp.raise_for_status()
-    gate = asyncio.Semaphore(32)
     picks = choose(count, rng)
     # Draw every random choice up front so that a seed gives the same mix.
     draws = [(rng.choice(JOB_KEYS), rng.choice(("Build", "Check"))) for _ in picks]
 
     async def one(i: int, what: str, scenario: Scenario | None) -> Planned:
         key, build_kind = draws[i]
-        async with gate:
-            if scenario is not None:
-                body = {"kind": scenario.kind, "steps": scenario.steps}
-                async with session.post(f"{sim_url}/_sim/script", json=body) as resp:
-                    resp.raise_for_status()
-                    rid = str((await resp.json())["id"])
-                intake = intake_body(
-                    scenario.kind, rid, timeout_s=scenario.timeout_s,
-                    labels={"demo": scenario.name},
-                )  # fmt: skip
-                plan.faults += [{**f, "id": rid} for f in scenario.faults]
-                return Planned(
-                    scenario.name, scenario.kind, intake, scenario.expected, scenario.cancel, rid
-                )
-            if what == "enqueue":
-                url = f"{sim_url}/api/workspace/functions/{key}/enqueue"
-                async with session.post(url, json={"CorrelationId": f"demo-{i}"}) as resp:
-                    resp.raise_for_status()
-                    answer = await resp.json()
-                intake = intake_body(
-                    Kind.FUNCTION_JOB, enqueue_response=answer, timeout_s=60,
-                    labels={"demo": key}, correlation_id=f"demo-{i}",
-                )  # fmt: skip
-                return Planned(key, Kind.FUNCTION_JOB, intake, remote_id=answer["Data"]["JobId"])
-            async with session.post(sim_url + BUILD_ROUTES[what], json={"Kind": build_kind}) as r:
-                r.raise_for_status()
-                answer = await r.json()
+        if scenario is not None:
+            body = {"kind": scenario.kind, "steps": scenario.steps}
+            async with session.post(f"{sim_url}/_sim/script", json=body) as resp:
+                resp.raise_for_status()
+                rid = str((await resp.json())["id"])
             intake = intake_body(
-                what, enqueue_response=answer, timeout_s=60, labels={"demo": f"{build_kind}"}
+                scenario.kind, rid, timeout_s=scenario.timeout_s,
+                labels={"demo": scenario.name},
+            )  # fmt: skip
+            plan.faults += [{**f, "id": rid} for f in scenario.faults]
+            return Planned(
+                scenario.name, scenario.kind, intake, scenario.expected, scenario.cancel, rid
             )
-            return Planned(build_kind.lower(), what, intake, remote_id=answer["Id"])
+        if what == "enqueue":
+            url = f"{sim_url}/api/workspace/functions/{key}/enqueue"
+            async with session.post(url, json={"CorrelationId": f"demo-{i}"}) as resp:
+                resp.raise_for_status()
+                answer = await resp.json()
+            intake = intake_body(
+                Kind.FUNCTION_JOB, enqueue_response=answer, timeout_s=60,
+                labels={"demo": key}, correlation_id=f"demo-{i}",
+            )  # fmt: skip
+            return Planned(key, Kind.FUNCTION_JOB, intake, remote_id=answer["Data"]["JobId"])
+        async with session.post(sim_url + BUILD_ROUTES[what], json={"Kind": build_kind}) as r:
+            r.raise_for_status()
+            answer = await r.json()
+        intake = intake_body(
+            what, enqueue_response=answer, timeout_s=60, labels={"demo": f"{build_kind}"}
+        )
+        return Planned(build_kind.lower(), what, intake, remote_id=answer["Id"])
 
-    plan.items = list(await asyncio.gather(*(one(i, w, s) for i, (w, s) in enumerate(picks))))
+    # One after another: the simulator draws each job's and build's outcome as its
+    # request arrives, so only a fixed order makes a seed repeat the whole mix.
+    plan.items = [await one(i, w, s) for i, (w, s) in enumerate(picks)]
     return plan
 
 

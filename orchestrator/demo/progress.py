@@ -197,7 +197,8 @@ def summary(
             highlight=False,
         )
     if tally.reasons:
-        reasons = ", ".join(f"{k} {v}" for k, v in tally.reasons.most_common())
+        ranked = sorted(tally.reasons.items(), key=lambda kv: (-kv[1], kv[0]))  # ties by name
+        reasons = ", ".join(f"{k} {v}" for k, v in ranked)
         console.print(f"build failure ReasonCodes: {reasons}", highlight=False)
     console.print(
         f"cancels: {tally.cancels_asked} asked, {tally.cancels_accepted} accepted (202)"

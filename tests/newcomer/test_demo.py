@@ -65,3 +65,25 @@ def test_demo_stops_everything_it_started_on_a_signal(sig: signal.Signals, code:
     assert proc.returncode == code, "".join(seen) + rest
     assert "every process it started has been stopped" in rest
     assert not _port_open(port)
+
+
+def test_a_seed_repeats_the_whole_mix_builds_included() -> None:
+    """Two demos with one seed end with the same outcomes, kind by kind, and the
+    same build ReasonCodes (the builds' outcomes once varied run to run)."""
+
+    def outcomes() -> list[str]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "orchestrator", "demo", "--count", "80", "--seed", "5",
+             "--no-live"],
+            capture_output=True, text=True, timeout=110, env=clean_env(),
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        lines = proc.stdout.splitlines()
+        table = [
+            line for line in lines if ("│" in line and "_build" in line) or "function_job" in line
+        ]
+        codes = [line for line in lines if "ReasonCodes" in line]
+        assert len(table) == 3 and codes, proc.stdout
+        return table + codes
+
+    assert outcomes() == outcomes()

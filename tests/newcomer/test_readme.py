@@ -71,7 +71,7 @@ def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
             outputs.append(done.stdout)
         tour, cli, python = outputs
         assert '"outcome":"succeeded"' in tour and '"type":"com.moltaro' in tour
-        assert 'orchestrator_trackings_terminal_total{' in tour and " 0.0\n" not in tour
+        assert "orchestrator_trackings_terminal_total{" in tour and " 0.0\n" not in tour
         assert "ended as succeeded" in cli and "Active trackings" in cli
         assert python.startswith("succeeded ")
     finally:
