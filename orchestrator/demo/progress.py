@@ -142,12 +142,27 @@ class Display:
             return
         self._last_plain = elapsed
         counts = " ".join(f"{o} {tally.count(o)}" for o in Outcome if tally.count(o))
-        self.console.print(
-            f"[{elapsed:5.1f}s] {len(tally.ended)}/{tally.total} ended"
-            + (f" · {counts}" if counts else "")
-            + f" · events delivered {sink.delivered} · polls {sum(tally.polls_by_result.values())}",
-            highlight=False,
-        )
+        stamp = f"[{elapsed:5.1f}s] "
+        parts = [f"{len(tally.ended)}/{tally.total} ended"] + ([counts] if counts else [])
+        parts += [
+            f"events delivered {sink.delivered}",
+            f"polls {sum(tally.polls_by_result.values())}",
+        ]
+        for line in fit(parts, self.console.width - len(stamp)):
+            self.console.print(stamp + line, highlight=False, soft_wrap=True)
+            stamp = " " * len(stamp)
+
+
+def fit(parts: list[str], width: int, sep: str = " · ") -> list[str]:
+    """``parts`` joined by ``sep`` into lines of at most ``width``, broken only between
+    parts (a part longer than the line gets one of its own)."""
+    lines: list[str] = []
+    for part in parts:
+        if lines and len(lines[-1]) + len(sep) + len(part) <= width:
+            lines[-1] += sep + part
+        else:
+            lines.append(part)
+    return lines
 
 
 def summary(

@@ -87,3 +87,34 @@ def test_a_seed_repeats_the_whole_mix_builds_included() -> None:
         return table + codes
 
     assert outcomes() == outcomes()
+
+
+def test_plain_progress_lines_break_between_phrases_within_the_width() -> None:
+    import io
+    from collections import Counter
+
+    from rich.console import Console
+
+    from orchestrator.demo.plan import Planned
+    from orchestrator.demo.progress import Display, Tally
+    from orchestrator.demo.sink import SinkStats
+
+    planned = {f"trk_{i}": Planned("x", "function_job", {}) for i in range(300)}
+    tally = Tally(planned)
+    tally.outcomes = {
+        "function_job": Counter(
+            succeeded=212, failed=44, cancelled=20, deadline_exceeded=16, not_found=8
+        )
+    }
+    tally.ended = set(list(planned)[:300])
+    tally.polls_by_result = Counter(ok=123456)
+    out = io.StringIO()
+    Display(Console(file=out, width=100), 300, live=False).plain(
+        tally, SinkStats(), 3.3, force=True
+    )
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and all(len(line) <= 100 for line in lines), lines
+    # Each line holds whole phrases: the second goes on with one, under the first.
+    assert lines[0].startswith("[  3.3s] 300/300 ended · succeeded 212 failed 44")
+    assert lines[1].strip().startswith(("events delivered", "polls"))
+    assert "polls 123456" in out.getvalue()
