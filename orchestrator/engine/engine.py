@@ -1,10 +1,10 @@
 """The polling engine: every active tracking, its schedule, and its end.
 
-Per poll: read the status, let the interpreter judge the body, and either
-finish the tracking (terminal outcome, not found, deadline) or schedule the
-next read with backoff that restarts when the remote status changes. Transport
-trouble is never terminal. Nothing is ever submitted to Moltaro, except a
-cancel that a caller asked for while ``CanCancel`` was true.
+Per poll: the tracking's kind handler reads and judges (``kinds/``), the pure
+``decide()`` says what comes next (``decision.py``), and ``_apply`` does it:
+finish the tracking, or schedule its next read. Transport trouble is never
+terminal. Nothing is ever submitted to Moltaro, except a cancel or a
+retry-chain stop that a caller asked for.
 """
 
 from __future__ import annotations
@@ -95,9 +95,6 @@ class Engine:
     def _mono_offset(self) -> float:
         """What turns a wall-clock time into a monotonic one, added to it."""
         return self.clock.monotonic() - self.clock.now()
-
-    def _to_mono(self, wall: float) -> float:
-        return wall + self._mono_offset()
 
     def _to_wall(self, mono: float) -> float:
         return mono - self._mono_offset()
@@ -246,6 +243,7 @@ class Engine:
             self.writer.add(entry.update(now_w, remote, d.changed, self._to_wall(d.due), event))
 
     async def _finish(self, entry: Entry, j: Judgement, d: Decision, now_w: float) -> None:
+        assert d.outcome is not None
         result = d.result
         if d.conclude:
             gen = entry.gen
@@ -253,8 +251,7 @@ class Engine:
             result = await self.handlers[entry.kind].conclude(entry, client, j)
             if gen != entry.gen:
                 return  # abandoned while the side reads were made
-        outcome = d.outcome or "deadline_exceeded"
-        await self.finisher.finish(entry, outcome, result, remote=j.remote, polled_at=now_w)
+        await self.finisher.finish(entry, d.outcome, result, remote=j.remote, polled_at=now_w)
 
     def live(self, t: Tracking) -> Tracking:
         """``t`` as stored, with the poll counters the engine holds in memory."""

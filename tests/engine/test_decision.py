@@ -1,0 +1,107 @@
+"""decide() on its own: a pure function, so its rules hold for any state and answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from orchestrator.config import PollingConfig
+from orchestrator.engine.decision import decide
+from orchestrator.interpret import Phase
+from orchestrator.kinds.base import Judgement
+from orchestrator.vocabulary import NextPollReason
+
+P = PollingConfig()
+NOW_W, NOW_M = 1_800_000_000.0, 5_000.0
+EPS = 1e-6  # wall times near 1.8e9 convert to monotonic ones within a microsecond
+
+
+@dataclass
+class State:
+    remote_id: str = "J-1"
+    remote_status: str | None = "Queued"
+    fingerprint: str = "fp"
+    digest: bytes | None = None
+    delay: float | None = 4.0
+    nf_count: int = 0
+    nf_first: float = 0.0
+    deadline: float = NOW_W + 3600
+    deadline_mono: float = NOW_M + 3600
+    last_error: dict[str, Any] | None = None
+
+
+labels = st.sampled_from(["ok", "not_found", "timeout", "http_5xx", "rate_limited"])
+
+
+@given(
+    label=labels,
+    retry_after=st.one_of(st.none(), st.floats(0.01, 5000)),
+    next_run_in=st.one_of(st.none(), st.floats(-100, 5000)),
+    deadline_in=st.floats(0.0, 5000),
+    draw=st.floats(0.0, 0.999),
+)
+def test_the_next_read_is_never_after_the_deadline_nor_inside_a_wait(
+    label: str,
+    retry_after: float | None,
+    next_run_in: float | None,
+    deadline_in: float,
+    draw: float,
+) -> None:
+    s = State(deadline_mono=NOW_M + deadline_in, deadline=NOW_W + deadline_in)
+    phase = Phase.PENDING if label == "ok" else None
+    next_run_at = None if next_run_in is None else NOW_W + next_run_in
+    j = Judgement(label, (), retry_after=retry_after, phase=phase, fingerprint="fp",
+                  next_run_at=next_run_at if phase else None)  # fmt: skip
+    d = decide(s, j, NOW_W, NOW_M, P, draw)
+    if s.deadline_mono <= NOW_M:
+        assert d.outcome == "deadline_exceeded"
+        return
+    if d.outcome is not None:
+        assert d.outcome == "not_found" and label == "not_found"
+        return
+    assert NOW_M < d.due <= s.deadline_mono
+    if d.due < s.deadline_mono:
+        if retry_after is not None:
+            assert d.due >= NOW_M + retry_after - EPS
+        if j.next_run_at is not None:
+            assert d.due >= NOW_M + next_run_in - EPS  # type: ignore[operator]
+    else:
+        assert d.reason is NextPollReason.DEADLINE
+    assert d.reason in NextPollReason
+
+
+def test_backoff_grows_by_the_multiplier_and_stops_at_the_cap() -> None:
+    s = State(delay=20.0)
+    j = Judgement("ok", (), unchanged=True)
+    d = decide(s, j, NOW_W, NOW_M, P, 0.5)  # draw 0.5: no jitter either way
+    assert d.delay == P.max_delay_s and d.due == NOW_M + P.max_delay_s
+    assert d.reason is NextPollReason.BACKOFF and not d.changed
+
+
+def test_a_change_restarts_the_backoff_and_is_marked_changed() -> None:
+    j = Judgement("ok", (), phase=Phase.PENDING, fingerprint="other", remote_status="Leased")
+    d = decide(State(delay=16.0), j, NOW_W, NOW_M, P, 0.5)
+    assert d.changed and d.status_moved and d.delay == P.initial_delay_s
+
+
+@given(draw=st.floats(0.0, 0.999))
+def test_jitter_stays_within_its_bounds(draw: float) -> None:
+    d = decide(State(delay=4.0), Judgement("ok", (), unchanged=True), NOW_W, NOW_M, P, draw)
+    assert 8.0 * (1 - P.jitter) - EPS <= d.due - NOW_M <= 8.0 * (1 + P.jitter) + EPS
+
+
+def test_a_terminal_phase_finishes_with_the_handlers_result() -> None:
+    j = Judgement("ok", (), phase=Phase.FAILED, fingerprint="f2", result={"x": 1}, conclude=True)
+    d = decide(State(), j, NOW_W, NOW_M, P, 0.5)
+    assert (d.outcome, d.result, d.conclude) == ("failed", {"x": 1}, True)
+
+
+def test_an_anomaly_keeps_polling() -> None:
+    j = Judgement(
+        "ok", (), phase=Phase.ANOMALY, fingerprint="f3", anomaly="completed_without_evidence"
+    )
+    d = decide(State(), j, NOW_W, NOW_M, P, 0.5)
+    assert d.outcome is None and d.due > NOW_M
