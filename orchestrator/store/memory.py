@@ -235,21 +235,28 @@ class MemoryStore:
             seq, event.event_id, event.tracking_id, event.type, event.time, event.payload
         )
         self._event_ids.add(event.event_id)
+        record = self._events[seq]
         for destination in dict.fromkeys(event.destinations):
-            self._last_delivery_id += 1
-            self._deliveries[self._last_delivery_id] = Delivery(
-                delivery_id=self._last_delivery_id,
-                event_seq=seq,
-                event_id=event.event_id,
-                destination=destination,
-                url=event.callback_url if destination == "callback" else None,
-                state="pending",
-                attempts=0,
-                next_attempt_at=event.time,
-                created_at=event.time,
-                event_time=event.time,
-                payload=event.payload,
-            )
+            url = event.callback_url if destination == "callback" else None
+            self._new_delivery(record, destination, url, event.time)
+
+    def _new_delivery(
+        self, event: EventRecord, destination: str, url: str | None, due: float
+    ) -> None:
+        self._last_delivery_id += 1
+        self._deliveries[self._last_delivery_id] = Delivery(
+            delivery_id=self._last_delivery_id,
+            event_seq=event.seq,
+            event_id=event.event_id,
+            destination=destination,
+            url=url,
+            state="pending",
+            attempts=0,
+            next_attempt_at=due,
+            created_at=due,
+            event_time=event.time,
+            payload=event.payload,
+        )
 
     async def events_after(self, after_seq: int, limit: int) -> list[EventRecord]:
         self._read()
@@ -351,21 +358,8 @@ class MemoryStore:
             if d is not None:
                 d.state, d.attempts, d.next_attempt_at = "pending", 0, now
                 d.last_status = d.last_error = d.delivered_at = None
-                continue
-            self._last_delivery_id += 1
-            self._deliveries[self._last_delivery_id] = Delivery(
-                delivery_id=self._last_delivery_id,
-                event_seq=seq,
-                event_id=event.event_id,
-                destination=destination,
-                url=None,
-                state="pending",
-                attempts=0,
-                next_attempt_at=now,
-                created_at=now,
-                event_time=event.time,
-                payload=event.payload,
-            )
+            else:
+                self._new_delivery(event, destination, None, now)
         return count
 
 
