@@ -22,10 +22,12 @@ __all__ = ["run_demo"]
 
 
 def run_demo(count: int = 300, seed: int | None = None, live: bool = True) -> int:
-    console = Console(highlight=False)
+    # soft_wrap: a long line is never cut into two mid-phrase; a narrow terminal
+    # folds it where it must.
+    console = Console(highlight=False, soft_wrap=True)
     if not console.is_terminal:
-        # Piped or captured: lines as long as the summary needs, not 80 columns.
-        console = Console(highlight=False, width=120)
+        # Piped or captured: tables as wide as they need, not 80 columns.
+        console = Console(highlight=False, width=120, soft_wrap=True)
     live = live and console.is_terminal
     demo = Demo(console, count, seed, live)
 

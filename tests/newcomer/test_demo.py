@@ -29,6 +29,11 @@ def test_demo_runs_to_a_clean_summary() -> None:
     for outcome in ("succeeded", "failed", "cancelled", "deadline_exceeded", "not_found"):
         assert outcome in out
     assert "ReasonCodes: " in out
+    # Summary lines are never cut mid-phrase (they once broke before "webhook-id").
+    summary = out[out.index("trackings: 50 submitted") :].splitlines()
+    starts = ("trackings:", "events:", "polls per", "transport", "contract", "build", "cancels",
+              "scripted", "time:", "not as planned", "  ")  # fmt: skip
+    assert all(line.startswith(starts) or not line for line in summary), summary
 
 
 def _port_open(port: int) -> bool:
