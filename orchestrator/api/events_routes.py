@@ -225,12 +225,16 @@ async def replay_deliveries(request: web.Request) -> web.Response:
         raise from_validation_error(exc) from None
     if body.sink not in {sink.name for sink in runtime.settings.events.sinks}:
         raise ApiProblem(422, "Invalid request", "sink: no sink of that name", field="sink")
-    span = ReplaySpan()
+    bounds: dict[str, Any] = {}  # the bounds given; ReplaySpan leaves the others open
     if body.after_seq is not None:
-        span = ReplaySpan(body.after_seq, body.until_seq if body.until_seq is not None else 2**62)
-    elif body.since is not None:
-        until = float("inf") if body.until is None else body.until.timestamp()
-        span = ReplaySpan(since=body.since.timestamp(), until=until)
+        bounds["after_seq"] = body.after_seq
+    if body.until_seq is not None:
+        bounds["until_seq"] = body.until_seq
+    if body.since is not None:
+        bounds["since"] = body.since.timestamp()
+    if body.until is not None:
+        bounds["until"] = body.until.timestamp()
+    span = ReplaySpan(**bounds)
     count = await runtime.store.replay_deliveries(
         sink_destination(body.sink), span, runtime.clock.now()
     )
