@@ -1,21 +1,18 @@
 """The SQLite store: WAL, numbered migrations, one group-commit writer, a read-only reader.
 
-Writes go through ``GroupCommitWriter`` (one transaction per batch of waiting
-operations); reads use their own read-only aiosqlite connection, which WAL lets
+SQLite is reached one way, through aiosqlite. Writes go through
+``GroupCommitWriter`` (one transaction per batch of waiting operations) on the
+writer's connection; reads use their own read-only connection, which WAL lets
 run beside the writer, so a read never queues behind a commit. An exclusive
 advisory lock on ``<path>.lock`` keeps a second process off the file.
 """
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import functools
-import importlib.resources
 import os
-import re
 import sqlite3
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,6 +22,7 @@ import aiosqlite
 from orchestrator.errors import StoreError, StoreLocked, StoreUnavailable
 from orchestrator.store import _operations as ops
 from orchestrator.store import _rows, queries
+from orchestrator.store._migrate import migrate
 from orchestrator.store._paging import clamp_limit, decode_cursor, encode_cursor
 from orchestrator.store._writer import GroupCommitWriter, is_unavailable
 from orchestrator.store.base import (
@@ -39,7 +37,6 @@ from orchestrator.store.base import (
     TrackingQuery,
 )
 
-_MIGRATION_NAME = re.compile(r"^(\d+)_(\w+)\.sql$")
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 CACHE_KIB = 32_768
 MIN_SQLITE = (3, 35, 0)
@@ -67,7 +64,7 @@ class SqliteStore:
         self._commit_interval_s = commit_interval_s
         self._max_batch = max_batch
         self._writer: GroupCommitWriter | None = None
-        self._reader: Any = None
+        self._reader: aiosqlite.Connection | None = None
         self._lock_fd: int | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -90,7 +87,7 @@ class SqliteStore:
             name=f"store-writer:{self.path.name}",
         )
         try:
-            await self._writer.start(_migrate)
+            await self._writer.start(migrate)
             self._reader = await aiosqlite.connect(
                 f"{self.path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None
             )
@@ -127,20 +124,20 @@ class SqliteStore:
             raise StoreUnavailable(f"store {self.path} is not open")
         return await self._writer.submit(operation, weight)
 
-    def _connect_writer(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, isolation_level=None)
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    async def _connect_writer(self) -> aiosqlite.Connection:
+        conn = await aiosqlite.connect(self.path, isolation_level=None)
+        await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        mode = next(iter(await conn.execute_fetchall("PRAGMA journal_mode = WAL")))[0]
         if str(mode).lower() != "wal":
-            conn.close()
+            await conn.close()
             raise StoreError(f"store {self.path}: cannot use WAL journal mode (got {mode})")
-        conn.execute(f"PRAGMA synchronous = {self._synchronous}")
-        conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
+        await conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+        await conn.execute("PRAGMA foreign_keys = ON")
+        await conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
         # SQLite's default page cache (2 MiB) holds the indexes of a few tens of
         # thousands of trackings; 32 MiB keeps those of 100,000 in memory for the
         # inserts of random ids. Pages are taken only as they are used.
-        conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+        await conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
         return conn
 
     # -- writes -------------------------------------------------------------------------
@@ -303,57 +300,3 @@ def _lock(path: Path) -> int:
 def _store_error(exc: sqlite3.Error, what: str) -> StoreError:
     kind = StoreUnavailable if is_unavailable(exc) else StoreError
     return kind(f"{what}: {exc}")
-
-
-def _migrations() -> list[tuple[int, str, str]]:
-    """The numbered ``migrations/NNN_name.sql`` files shipped as package data, in order."""
-    found: list[tuple[int, str, str]] = []
-    for entry in (importlib.resources.files("orchestrator.store") / "migrations").iterdir():
-        match = _MIGRATION_NAME.match(entry.name)
-        if match:
-            found.append((int(match[1]), entry.name, entry.read_text(encoding="utf-8")))
-    found.sort()
-    if [version for version, _, _ in found] != list(range(1, len(found) + 1)):
-        raise StoreError(f"store migrations are not numbered 1..n: {[n for _, n, _ in found]}")
-    return found
-
-
-def _statements(script: str) -> list[str]:
-    """Split a migration into statements, so that it runs inside our own transaction
-    (``executescript`` would commit first)."""
-    statements: list[str] = []
-    buffer = ""
-    for line in script.splitlines(keepends=True):
-        buffer += line
-        if sqlite3.complete_statement(buffer):
-            statements.append(buffer.strip())
-            buffer = ""
-    leftover = "\n".join(
-        line for line in buffer.splitlines() if line.strip() and not line.strip().startswith("--")
-    )
-    if leftover:
-        raise StoreError(f"incomplete SQL statement in a migration: {leftover[:80]!r}")
-    return statements
-
-
-def _migrate(conn: sqlite3.Connection) -> None:
-    """Apply the migrations newer than the recorded schema version, all in one transaction."""
-    migrations = _migrations()
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        conn.execute(queries.CREATE_SCHEMA_VERSION)
-        current = conn.execute(queries.SCHEMA_VERSION).fetchone()[0]
-        if current > len(migrations):
-            raise StoreError(
-                f"store schema version {current} is newer than this build knows"
-                f" ({len(migrations)}): refusing to open it"
-            )
-        for version, name, script in migrations[current:]:
-            for statement in _statements(script):
-                conn.execute(statement)
-            conn.execute(queries.RECORD_MIGRATION, (version, name, time.time()))
-        conn.execute("COMMIT")
-    except BaseException:
-        with contextlib.suppress(sqlite3.Error):
-            conn.execute("ROLLBACK")
-        raise
