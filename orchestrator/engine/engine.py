@@ -14,6 +14,8 @@ import logging
 import random
 from collections import Counter
 
+import anyio
+
 from orchestrator.clock import Clock
 from orchestrator.config import Settings
 from orchestrator.engine.backoff import jittered
@@ -24,7 +26,7 @@ from orchestrator.engine.finishing import FINISH_RETRY_S, Finisher
 from orchestrator.engine.probes import PollMetrics
 from orchestrator.engine.resume import ResumePending, plan_resume
 from orchestrator.engine.scheduler import WorkspaceScheduler
-from orchestrator.engine.writer import PollWriter
+from orchestrator.engine.writer import EngineWriter
 from orchestrator.events.bus import EventBus
 from orchestrator.events.cloudevents import EventFactory
 from orchestrator.kinds import handlers
@@ -61,11 +63,9 @@ class Engine:
         self.clients = clients
         self.rng = rng or random.Random()
         self.entries: dict[str, Entry] = {}
-        self.writer = PollWriter(
-            store, bus, settings.store.commit_interval_s, settings.store.max_batch
-        )
+        self.writer = EngineWriter(store, bus, settings.store.max_batch)
         self.probes = PollMetrics(metrics)
-        self.finisher = Finisher(store, self.writer, events, self.probes, clock, self)
+        self.finisher = Finisher(self.writer, events, self.probes, clock, self)
         self.schedulers = {
             name: WorkspaceScheduler(
                 name, client.gate, clock.monotonic, self._poll, self.finisher.expire
@@ -82,8 +82,9 @@ class Engine:
             )
         self.handlers: dict[str, KindHandler] = handlers(history)
         self._stop = asyncio.Event()
-        self._writer_stop = asyncio.Event()
-        self._workers: list[asyncio.Task[None]] = []
+        self._pollers = anyio.CancelScope()
+        self._pollers_running = 0
+        self._pollers_done = asyncio.Event()
         self.pending = ResumePending(metrics)  # resumed trackings not read yet
 
     @property
@@ -358,37 +359,50 @@ class Engine:
     # -- running ------------------------------------------------------------
 
     async def run(self) -> None:
-        async with asyncio.TaskGroup() as tg:
-            for name, scheduler in self.schedulers.items():
-                for i in range(scheduler.max_in_flight):
-                    self._workers.append(
-                        tg.create_task(scheduler.worker(), name=f"poller:{name}:{i}")
-                    )
-            tg.create_task(self.writer.run(self._writer_stop), name="poll-writer")
-            tg.create_task(
-                keep_enums_fresh(
-                    self.clients, self.metrics, self.polling.openapi_refresh_s, self._stop
-                ),
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._poll_all, name="pollers")
+            tg.start_soon(self.writer.run, name="engine-writer")
+            tg.start_soon(
+                keep_enums_fresh,
+                self.clients,
+                self.metrics,
+                self.polling.openapi_refresh_s,
+                self._stop,
                 name="enum-refresher",
             )
 
+    async def _poll_all(self) -> None:
+        """Every workspace's pollers, under one cancel scope that ``stop`` may cancel."""
+        with self._pollers:
+            async with anyio.create_task_group() as tg:
+                for name, scheduler in self.schedulers.items():
+                    for i in range(scheduler.max_in_flight):
+                        tg.start_soon(self._poller, scheduler, name=f"poller:{name}:{i}")
+        self._pollers_done.set()
+
+    async def _poller(self, scheduler: WorkspaceScheduler) -> None:
+        self._pollers_running += 1
+        try:
+            await scheduler.worker()
+        finally:
+            self._pollers_running -= 1
+
     async def stop(self, grace_s: float) -> None:
-        """Stop dispatching, let in-flight reads finish within the grace, flush."""
+        """Stop dispatching, let in-flight reads finish within the grace, write the rest."""
         self._stop.set()
         for scheduler in self.schedulers.values():
             scheduler.stop()
-        pending = [t for t in self._workers if not t.done()]
-        if pending:
-            _, still = await asyncio.wait(pending, timeout=grace_s)
-            if still:
-                log.warning(
-                    "cancelling status reads still in flight after the grace period",
-                    extra={"fields": {"count": len(still)}},
-                )
-                for task in still:
-                    task.cancel()
-                await asyncio.wait(still, timeout=1.0)
+        with anyio.move_on_after(grace_s):
+            await self._pollers_done.wait()
+        if not self._pollers_done.is_set():
+            log.warning(
+                "cancelling status reads still in flight after the grace period",
+                extra={"fields": {"count": self._pollers_running}},
+            )
+            self._pollers.cancel()
+            with anyio.move_on_after(1.0):
+                await self._pollers_done.wait()
         if self.finisher.tasks:
             await asyncio.wait(list(self.finisher.tasks))
         await self._checkpoint()
-        self._writer_stop.set()
+        self.writer.close()

@@ -17,10 +17,10 @@ from orchestrator.clock import Clock
 from orchestrator.engine.decision import deadline_result
 from orchestrator.engine.entry import Entry
 from orchestrator.engine.probes import PollMetrics
-from orchestrator.engine.writer import PollWriter
+from orchestrator.engine.writer import EngineWriter
 from orchestrator.errors import StoreError
 from orchestrator.events.cloudevents import EventFactory
-from orchestrator.store.base import Finish, Store, Tracking
+from orchestrator.store.base import Finish, Tracking
 
 log = logging.getLogger("orchestrator.engine")
 
@@ -44,14 +44,12 @@ class Owner(Protocol):
 class Finisher:
     def __init__(
         self,
-        store: Store,
-        writer: PollWriter,
+        writer: EngineWriter,
         events: EventFactory,
         probes: PollMetrics,
         clock: Clock,
         owner: Owner,
     ) -> None:
-        self._store = store
         self._writer = writer
         self._events = events
         self._probes = probes
@@ -94,9 +92,8 @@ class Finisher:
         try:
             if not remote_changed or last_polled_at is None:
                 # No body in hand (deadline, not found, abandon): the store has
-                # the last one; flush first so that it is the latest.
-                await self._writer.flush()
-                stored = await self._store.get_tracking(entry.tracking_id)
+                # the last one, once the writes sent before are in.
+                stored = await self._writer.stored(entry.tracking_id)
                 if stored is not None:
                     if not remote_changed:
                         remote = stored.remote

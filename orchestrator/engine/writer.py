@@ -1,118 +1,204 @@
-"""The engine's write path: poll results buffered into group commits.
+"""The engine's one write path: an ordered stream into the store.
 
-A poll result is not acknowledged to anyone, so it need not be durable before
-the next poll: buffering them turns thousands of polls per second into a few
-transactions. Terminal transitions are written through ``finish`` after the
-buffer is flushed, so a tracking's status_changed events always precede its
-terminal event in the log.
+Poll results, read-backs of a stored body and terminal writes all go into one
+anyio memory stream, and one task writes them in the order they were sent.
+Order is what keeps a tracking's status_changed events before its terminal
+event, with no flush in between. The task writes whatever has arrived while
+the previous write was committing: the store's group commit is the only
+batching there is (no timer of our own). A poll result is not acknowledged to
+anyone, so it need not be durable before the next poll.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
-from orchestrator.aio import wait_event
+import anyio
+
 from orchestrator.errors import StoreError
 from orchestrator.events.bus import EventBus
-from orchestrator.store.base import Finish, PollUpdate, Store
+from orchestrator.store.base import Finish, PollUpdate, Store, Tracking
 
 log = logging.getLogger("orchestrator.engine")
 
+T = TypeVar("T")
 
-class PollWriter:
-    def __init__(self, store: Store, bus: EventBus, interval_s: float, max_batch: int) -> None:
+# After a failed poll write (store full), wait this long before trying again.
+RETRY_S = 0.5
+
+
+@dataclass(slots=True)
+class _Finishing:
+    items: list[Finish]
+    answer: asyncio.Future[list[bool]]
+
+
+@dataclass(slots=True)
+class _ReadBack:
+    tracking_id: str
+    answer: asyncio.Future[Tracking | None]
+
+
+@dataclass(slots=True)
+class _Flush:
+    answer: asyncio.Future[None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+
+_Item = PollUpdate | _Finishing | _ReadBack | _Flush
+
+
+class EngineWriter:
+    def __init__(self, store: Store, bus: EventBus, max_batch: int) -> None:
         self._store = store
         self._bus = bus
-        self._interval = max(interval_s, 0.001)
-        self._max_batch = max_batch
-        self._pending: list[PollUpdate] = []
-        self._kick = asyncio.Event()
-        self._lock = asyncio.Lock()
-        self._finishing: list[tuple[list[Finish], asyncio.Future[list[bool]]]] = []
-
-    def add(self, update: PollUpdate) -> None:
-        self._pending.append(update)
-        if len(self._pending) >= self._max_batch:
-            self._kick.set()
+        self._max_batch = max(1, max_batch)
+        self._send, self._receive = anyio.create_memory_object_stream[_Item](math.inf)
+        self._failed: list[PollUpdate] = []  # not stored yet: written before anything else
 
     @property
     def backlog(self) -> int:
-        return len(self._pending)
+        return self._send.statistics().current_buffer_used + len(self._failed)
+
+    def add(self, update: PollUpdate) -> None:
+        self._send.send_nowait(update)
 
     async def flush(self) -> None:
-        """Write everything buffered so far; returns after the commit."""
-        # The lock keeps batches in the order they were taken, so a later
-        # update of a tracking never overtakes an earlier one.
-        async with self._lock:
-            await self._flush_locked()
+        """Returns once everything sent before it is stored (raises StoreError if not)."""
+        item = _Flush()
+        self._send.send_nowait(item)
+        await item.answer
 
-    async def _flush_locked(self) -> None:
-        batch, self._pending = self._pending, []
-        if not batch:
-            return
-        try:
-            await self._store.record_polls(batch)
-        except StoreError:
-            # Nothing of the batch was stored: keep it (its status_changed
-            # events included) for the next attempt.
-            self._pending[:0] = batch
-            raise
-        if any(u.event is not None for u in batch):
-            self._bus.publish()
+    async def stored(self, tracking_id: str) -> Tracking | None:
+        """The tracking as stored once everything sent before it is written."""
+        answer: asyncio.Future[Tracking | None] = asyncio.get_running_loop().create_future()
+        self._send.send_nowait(_ReadBack(tracking_id, answer))
+        return await answer
 
     async def finish(self, items: Sequence[Finish]) -> list[bool]:
-        """Flush, then store terminal transitions; one answer per item.
+        """Store terminal transitions after everything sent before; one answer per item."""
+        answer: asyncio.Future[list[bool]] = asyncio.get_running_loop().create_future()
+        self._send.send_nowait(_Finishing(list(items), answer))
+        return await answer
 
-        Every finish waiting for the lock joins the next one's transaction: one
-        at a time, each paid a poll flush and a commit of its own, which capped
-        terminal transitions at about seventy a second.
-        """
-        future: asyncio.Future[list[bool]] = asyncio.get_running_loop().create_future()
-        self._finishing.append((list(items), future))
-        async with self._lock:
-            if not future.done():
-                await self._finish_waiting()
-        return await future
+    def close(self) -> None:
+        """No more writes: ``run`` writes what was sent, then returns."""
+        self._send.close()
 
-    async def _finish_waiting(self) -> None:
-        batch, self._finishing = self._finishing, []
-        try:
-            await self._flush_locked()
-            # One store call per caller, submitted together: the store commits them in
-            # one transaction yet fails only the caller whose write failed.
-            answers = await asyncio.gather(
-                *(self._store.finish(items) for items, _ in batch), return_exceptions=True
+    async def run(self) -> None:
+        async with self._receive:
+            while True:
+                batch: list[_Item] = []
+                try:
+                    # Poll results left by a failed write are tried again even if
+                    # nothing new arrives.
+                    with anyio.fail_after(RETRY_S) if self._failed else nullcontext():
+                        batch.append(await self._receive.receive())
+                except TimeoutError:
+                    pass
+                except anyio.EndOfStream:
+                    break
+                while batch and len(batch) < self._max_batch:
+                    try:
+                        batch.append(self._receive.receive_nowait())
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                if not await self._write(batch):
+                    await anyio.sleep(RETRY_S)
+        if self._failed and not await self._write([]):
+            log.error(
+                "poll results lost at shutdown: the store cannot write",
+                extra={"fields": {"count": len(self._failed)}},
             )
-        except StoreError as exc:
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(exc)
-            return
-        except BaseException:
-            for _, future in batch:
-                future.cancel()
-            raise
-        published = False
-        for (_, future), answer in zip(batch, answers, strict=True):
-            if future.done():
+
+    async def _write(self, batch: list[_Item]) -> bool:
+        """Write ``batch`` in order; False when poll results are left unstored.
+
+        After a failed write nothing later in the batch is written: its poll
+        results wait with the failed ones, and the rest is failed with the error.
+        """
+        polls, self._failed = self._failed, []
+        finishing: list[_Finishing] = []
+        error: StoreError | None = None
+        for item in batch:
+            if isinstance(item, PollUpdate):
+                if finishing:
+                    await self._finish(finishing)
+                    finishing = []
+                polls.append(item)
                 continue
-            if isinstance(answer, BaseException):
-                future.set_exception(answer)
+            if error is None:
+                error = await self._record(polls)
+                polls = []
+            if error is not None:
+                _fail(item.answer, error)
+            elif isinstance(item, _Finishing):
+                finishing.append(item)  # consecutive ones are written together
             else:
-                future.set_result(answer)
+                if finishing:
+                    await self._finish(finishing)
+                    finishing = []
+                if isinstance(item, _ReadBack):
+                    await self._read_back(item)
+                else:
+                    _settle(item.answer, None)
+        if finishing:
+            await self._finish(finishing)
+        if error is None:
+            error = await self._record(polls)
+            polls = []
+        self._failed += polls
+        return error is None
+
+    async def _record(self, polls: list[PollUpdate]) -> StoreError | None:
+        if not polls:
+            return None
+        try:
+            await self._store.record_polls(polls)
+        except StoreError as exc:
+            # Nothing of them was stored: they go first in the next write.
+            log.warning("poll results not stored yet: %s", exc)
+            self._failed = polls
+            return exc
+        if any(u.event is not None for u in polls):
+            self._bus.publish()
+        return None
+
+    async def _read_back(self, item: _ReadBack) -> None:
+        try:
+            _settle(item.answer, await self._store.get_tracking(item.tracking_id))
+        except StoreError as exc:
+            _fail(item.answer, exc)
+
+    async def _finish(self, waiting: list[_Finishing]) -> None:
+        # One store call per caller, submitted together: the store commits them in
+        # one transaction yet fails only the caller whose write failed.
+        answers = await asyncio.gather(
+            *(self._store.finish(w.items) for w in waiting), return_exceptions=True
+        )
+        published = False
+        for w, answer in zip(waiting, answers, strict=True):
+            if isinstance(answer, BaseException):
+                _fail(w.answer, answer)
+            else:
+                _settle(w.answer, answer)
                 published = published or any(answer)
         if published:
             self._bus.publish()
 
-    async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            self._kick.clear()
-            await wait_event(self._kick, self._interval)
-            try:
-                await self.flush()
-            except StoreError as exc:
-                log.warning("poll results not stored yet: %s", exc)
-                await asyncio.sleep(min(1.0, self._interval * 100))
-        await self.flush()
+
+def _settle(future: asyncio.Future[T], value: T) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+def _fail(future: asyncio.Future[Any], error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)
