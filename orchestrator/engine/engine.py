@@ -34,7 +34,7 @@ from orchestrator.kinds.base import Judgement, KindHandler
 from orchestrator.metrics import Metrics
 from orchestrator.platform.run_history import RunHistory
 from orchestrator.platform.stop_retries import RetryStopper, StopAnswer
-from orchestrator.store.base import PollUpdate, Store, Tracking
+from orchestrator.store.base import Store, Tracking
 from orchestrator.vocabulary import NextPollReason
 from orchestrator.workspace.client import WorkspaceClient
 from orchestrator.workspace.enums import keep_enums_fresh
@@ -83,7 +83,6 @@ class Engine:
         self.handlers: dict[str, KindHandler] = handlers(history)
         self._stop = asyncio.Event()
         self._pollers = anyio.CancelScope()
-        self._pollers_running = 0
         self._pollers_done = asyncio.Event()
         self.pending = ResumePending(metrics)  # resumed trackings not read yet
 
@@ -272,15 +271,8 @@ class Engine:
                 # as a stall); /healthz and the metrics still answer while draining.
                 await asyncio.sleep(0)
             if entry.last_polled_at is not None:
-                self.writer.add(
-                    PollUpdate(
-                        tracking_id=entry.tracking_id,
-                        polls=entry.polls,
-                        last_polled_at=entry.last_polled_at,
-                        next_poll_at=self._to_wall(entry.due),
-                        last_error=entry.last_error,
-                    )
-                )
+                next_at = self._to_wall(entry.due)
+                self.writer.add(entry.update(entry.last_polled_at, None, False, next_at))
 
     # -- caller actions -----------------------------------------------------
 
@@ -377,15 +369,8 @@ class Engine:
             async with anyio.create_task_group() as tg:
                 for name, scheduler in self.schedulers.items():
                     for i in range(scheduler.max_in_flight):
-                        tg.start_soon(self._poller, scheduler, name=f"poller:{name}:{i}")
+                        tg.start_soon(scheduler.worker, name=f"poller:{name}:{i}")
         self._pollers_done.set()
-
-    async def _poller(self, scheduler: WorkspaceScheduler) -> None:
-        self._pollers_running += 1
-        try:
-            await scheduler.worker()
-        finally:
-            self._pollers_running -= 1
 
     async def stop(self, grace_s: float) -> None:
         """Stop dispatching, let in-flight reads finish within the grace, write the rest."""
@@ -397,7 +382,7 @@ class Engine:
         if not self._pollers_done.is_set():
             log.warning(
                 "cancelling status reads still in flight after the grace period",
-                extra={"fields": {"count": self._pollers_running}},
+                extra={"fields": {"count": sum(c.gate.in_flight() for c in self.clients.values())}},
             )
             self._pollers.cancel()
             with anyio.move_on_after(1.0):

@@ -73,14 +73,15 @@ class MemoryStore:
         self._write()
         staged: dict[tuple[str, str, str], Tracking] = {}
         answers: list[tuple[tuple[str, str, str], bool]] = []
+        taken: set[str] = set()
         for item in items:
             key = (item.workspace, item.kind, item.remote_id)
             if key in self._by_remote or key in staged:
                 answers.append((key, False))
                 continue
-            taken = {t.tracking_id for t in staged.values()}
             if item.tracking_id in self._trackings or item.tracking_id in taken:
                 raise StoreError(f"tracking_id {item.tracking_id} already exists")
+            taken.add(item.tracking_id)
             staged[key] = new_tracking(item)
             answers.append((key, True))
         for key, tracking in staged.items():
