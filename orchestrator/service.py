@@ -137,6 +137,7 @@ class Service:
             engine_task = asyncio.create_task(engine.run(), name="engine")
             log.info("resumed active trackings", extra={"fields": {"count": resumed}})
             deliveries = DeliveryService(store, s.events, metrics, clock, bus)
+            await deliveries.load_state()
             runtime = Runtime(
                 settings=s,
                 store=store,

@@ -261,7 +261,7 @@ async def enable_sink(request: web.Request) -> web.Response:
     """A disabled sink back on: what it missed is still pending and goes now."""
     runtime = request.app[RUNTIME]
     name = request.match_info["name"]
-    was = _deliveries(runtime).enable(name)
+    was = await _deliveries(runtime).enable(name)
     if was is None:
         raise ApiProblem(404, "Not found", "no sink of that name", field="name")
     return _json({"name": name, "enabled": True, "was_disabled": was})

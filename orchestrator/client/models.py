@@ -9,6 +9,8 @@ from typing import Any
 from orchestrator.vocabulary import Outcome, TrackingState
 
 TERMINAL_OUTCOMES: tuple[Outcome, ...] = tuple(Outcome)
+EVENT_PREFIX = "com.moltaro.orchestrator."
+SINK_PREFIX = EVENT_PREFIX + "sink."
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,21 +94,33 @@ class TrackingPage:
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """A CloudEvent from the feed or the stream; ``data`` is the tracking at that moment."""
+    """A CloudEvent from the feed or the stream.
+
+    ``data`` is the tracking at that moment; for an operational event about a sink
+    (``com.moltaro.orchestrator.sink.disabled`` / ``.enabled``) it is None, and
+    ``sink`` holds that sink's state instead.
+    """
 
     seq: int
     id: str
     type: str
     subject: str
     time: str
-    data: Tracking
+    data: Tracking | None
     raw: dict[str, Any] = field(repr=False, compare=False)
 
     @property
     def outcome(self) -> str | None:
-        """The terminal outcome this event announces, or None for ``status_changed``."""
-        last = self.type.rsplit(".", 1)[-1]
-        return last if last in TERMINAL_OUTCOMES else None
+        """The terminal outcome this event announces, or None (``status_changed``,
+        an occurrence, a sink event)."""
+        kind, _, last = self.type.removeprefix(EVENT_PREFIX).partition(".")
+        return last if kind == "tracking" and last in TERMINAL_OUTCOMES else None
+
+    @property
+    def sink(self) -> dict[str, Any] | None:
+        """A sink event's data (name, disabled, disabled_since, disabled_reason,
+        last_error, pending, ...); None for a tracking's event."""
+        return None if self.data is not None else dict(self.raw.get("data") or {})
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Event:
@@ -116,7 +130,7 @@ class Event:
             type=data["type"],
             subject=data["subject"],
             time=data["time"],
-            data=Tracking.from_json(data["data"]),
+            data=None if data["type"].startswith(SINK_PREFIX) else Tracking.from_json(data["data"]),
             raw=dict(data),
         )
 

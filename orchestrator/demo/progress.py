@@ -52,7 +52,9 @@ class Tally:
     def add(self, event: Event) -> None:
         outcome = event.outcome
         t = event.data
-        if outcome is None or t.tracking_id in self.ended or t.tracking_id not in self.planned:
+        if outcome is None or t is None:
+            return
+        if t.tracking_id in self.ended or t.tracking_id not in self.planned:
             return
         self.ended.add(t.tracking_id)
         self.outcomes.setdefault(t.kind, Counter())[outcome] += 1

@@ -23,6 +23,10 @@ STATUS_CHANGED = TYPE_PREFIX + "status_changed"
 # One finished occurrence of a tracked schedule (not terminal: a schedule has many).
 OCCURRENCE = TYPE_PREFIX + "occurrence"
 CALLBACK = "callback"
+# Operational events: about a sink, not a tracking (contract section 4).
+SINK_DISABLED = "com.moltaro.orchestrator.sink.disabled"
+SINK_ENABLED = "com.moltaro.orchestrator.sink.enabled"
+SINK_SOURCE = "urn:moltaro-orchestrator:sinks"
 
 
 def sink_destination(name: str) -> str:
@@ -52,23 +56,29 @@ class EventFactory:
         """``data`` is the tracking resource plus ``occurrence``."""
         return self._build(tracking, OCCURRENCE, now, {"occurrence": occurrence})
 
+    def sink_event(self, type_: str, name: str, state: dict[str, Any], now: float) -> NewEvent:
+        """``sink.disabled`` or ``sink.enabled`` of sink ``name``, whose ``state`` is
+        the data; for every other sink, never a callback."""
+        about = sink_destination(name)
+        event_id, payload = _envelope(SINK_SOURCE, type_, name, now, state)
+        return NewEvent(
+            event_id=event_id,
+            tracking_id=None,
+            type=type_,
+            time=now,
+            payload=payload,
+            destinations=[d for d in self._sinks if d != about],
+            sink=about,
+        )
+
     def _build(
         self, tracking: Tracking, type_: str, now: float, extra: dict[str, Any] | None = None
     ) -> NewEvent:
-        event_id = str(uuid.uuid4())
         data = tracking_resource(tracking)
         if extra:
             data.update(extra)
-        body: dict[str, Any] = {
-            "specversion": "1.0",
-            "id": event_id,
-            "source": f"urn:moltaro-orchestrator:{tracking.workspace}",
-            "type": type_,
-            "subject": tracking.tracking_id,
-            "time": iso(now),
-            "datacontenttype": "application/json",
-            "data": data,
-        }
+        source = f"urn:moltaro-orchestrator:{tracking.workspace}"
+        event_id, payload = _envelope(source, type_, tracking.tracking_id, now, data)
         destinations = list(self._sinks)
         if tracking.callback_url:
             destinations.append(CALLBACK)
@@ -77,10 +87,28 @@ class EventFactory:
             tracking_id=tracking.tracking_id,
             type=type_,
             time=now,
-            payload=orjson.dumps(body),
+            payload=payload,
             destinations=destinations,
             callback_url=tracking.callback_url,
         )
+
+
+def _envelope(
+    source: str, type_: str, subject: str, now: float, data: dict[str, Any]
+) -> tuple[str, bytes]:
+    """A new event id and the CloudEvent, serialized once."""
+    event_id = str(uuid.uuid4())
+    body: dict[str, Any] = {
+        "specversion": "1.0",
+        "id": event_id,
+        "source": source,
+        "type": type_,
+        "subject": subject,
+        "time": iso(now),
+        "datacontenttype": "application/json",
+        "data": data,
+    }
+    return event_id, orjson.dumps(body)
 
 
 # Printable ASCII but space, '"' and '%' go as they are; the rest is percent-encoded

@@ -25,10 +25,11 @@ from orchestrator.clock import Clock, iso
 from orchestrator.config import EventsConfig
 from orchestrator.errors import ConfigError, StoreUnavailable
 from orchestrator.events.bus import EventBus
-from orchestrator.events.cloudevents import CALLBACK, binary_mode, sink_destination
+from orchestrator.events.cloudevents import CALLBACK, EventFactory, binary_mode, sink_destination
 from orchestrator.events.destination import Destination
 from orchestrator.events.policy import Decision, RetryPolicy
 from orchestrator.events.signing import secret_key, webhook_headers
+from orchestrator.events.sinkstate import SinkStates
 from orchestrator.metrics import DELIVERY_RESULTS, Metrics
 from orchestrator.store.base import Delivery, Store
 
@@ -97,6 +98,7 @@ class DeliveryService:
             events.callback_max_age_s,
             _key(raw, env, CALLBACK),
         )
+        self._states = SinkStates(store, EventFactory(events), metrics, bus, self._dests)
 
     def _add(
         self,
@@ -116,11 +118,17 @@ class DeliveryService:
             self._metrics.event_deliveries_total.labels(sink=label, result=result)
         return dest
 
+    async def load_state(self) -> None:
+        """The sinks' disabled states as stored (before the API answers for them)."""
+        await self._states.load()
+
     async def run(self) -> None:
         """Deliver until ``stop()``; an unexpected error in a worker ends run()
         with it (in an ExceptionGroup) after logging it."""
         if self._stopping.is_set():
             return
+        if not self._states.loaded:
+            await self._states.load()
         own_session = self._session is None
         if self._session is None:
             limit = sum(d.max_in_flight for d in self._dests.values())
@@ -185,6 +193,7 @@ class DeliveryService:
                 self._spawn(self._add(key, label, None, 1, events.callback_max_age_s, None))
         for dest in self._dests.values():
             self._metrics.event_outbox_pending.labels(sink=dest.label).set(counts.get(dest.key, 0))
+            await self._states.save(dest)  # one the store could not take before
 
     async def _work(self, dest: Destination) -> None:
         in_flight: set[asyncio.Task[None]] = set()
@@ -304,11 +313,14 @@ class DeliveryService:
             # Kept pending: a disabled sink's events wait for it to be enabled.
             error = f"{decision.error}; the sink is disabled"
             await self._store.mark_retry(delivery.delivery_id, now, decision.status, error)
-            self._disable(dest, now, decision.error or "HTTP 410")
+            dest.last_error = decision.error
             self._metrics.event_deliveries_total.labels(sink=dest.label, result="retry").inc()
+            await self._states.disable(dest, now, decision.error or "HTTP 410")
             return
         if dest.is_sink:
-            self._note_health(dest, decision, now)
+            why = dest.health(decision, now, self._events.disable_after_s)
+            if why is not None:
+                await self._states.disable(dest, now, why)
         if decision.result == "delivered":
             assert decision.status is not None
             await self._store.mark_delivered(delivery.delivery_id, now, decision.status)
@@ -347,37 +359,16 @@ class DeliveryService:
                 dest.throttled_until = max(dest.throttled_until, decision.next_attempt_at)
         counter.inc()
 
-    def _note_health(self, dest: Destination, decision: Decision, now: float) -> None:
-        why = dest.health(decision, now, self._events.disable_after_s)
-        if why is not None:
-            self._disable(dest, now, why)
-
-    def _disable(self, dest: Destination, now: float, why: str) -> None:
-        if dest.disable(now, why):
-            self._metrics.sink_disabled.labels(sink=dest.label).set(1)
-            log.warning(
-                "sink %s disabled: %s; POST /v1/sinks/%s/enable to resume",
-                dest.label,
-                why,
-                dest.label,
-            )
-
     def sinks(self) -> list[dict[str, object]]:
         """Each configured sink's state, for ``GET /v1/sinks``."""
         now = self._clock.now()
         return [d.state(now) for d in self._dests.values() if d.is_sink and d.url is not None]
 
-    def enable(self, name: str) -> bool | None:
+    async def enable(self, name: str) -> bool | None:
         """Turn a sink back on (what it missed is still pending and goes now).
-        True if it was disabled, False if it was not, None for no such sink."""
-        dest = self._dests.get(sink_destination(name))
-        if dest is None or dest.url is None:
-            return None
-        was = dest.enable()
-        self._metrics.sink_disabled.labels(sink=dest.label).set(0)
-        if was:
-            log.info("sink %s enabled", dest.label)
-        return was
+        True if it was disabled, False if it was not, None for no such sink;
+        StoreUnavailable when the change cannot be stored."""
+        return await self._states.enable(name, self._clock.now())
 
 
 def _key(raw: str | None, source: str, label: str) -> bytes | None:

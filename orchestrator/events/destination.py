@@ -26,6 +26,8 @@ class Destination:
     # (since, why) while the sink is disabled; it gets nothing until enabled.
     disabled: tuple[float, str] | None = None
     failing_since: float | None = None  # the first failure since the last success
+    saved: bool = True  # False while a disabled state is not in the store yet
+    last_error: str | None = None  # the latest failed attempt's, since this process started
 
     @property
     def is_sink(self) -> bool:
@@ -36,6 +38,7 @@ class Destination:
         if decision.result == "delivered":
             self.failing_since = None
             return None
+        self.last_error = decision.error
         if self.failing_since is None:
             self.failing_since = now
         if disable_after_s > 0 and now - self.failing_since >= disable_after_s:
@@ -64,4 +67,5 @@ class Destination:
             "disabled_since": iso(since),
             "disabled_reason": why,
             "throttled_until": iso(self.throttled_until) if self.throttled_until > now else None,
+            "last_error": self.last_error,
         }

@@ -21,7 +21,8 @@ PRUNE_BATCH = 500
 
 
 async def prune_once(store: Store, before: float, stop: asyncio.Event | None = None) -> int:
-    """Delete everything prunable older than ``before``; returns trackings deleted."""
+    """Delete everything prunable older than ``before``; returns trackings and
+    operational events deleted."""
     total = 0
     while stop is None or not stop.is_set():
         deleted = await store.prune(before, PRUNE_BATCH)
@@ -42,6 +43,8 @@ async def run_pruner(store: Store, events: EventsConfig, clock: Clock, stop: asy
         else:
             if deleted:
                 log.info(
-                    "pruned %d terminal trackings older than %g s", deleted, events.retention_s
+                    "pruned %d terminal trackings and operational events older than %g s",
+                    deleted,
+                    events.retention_s,
                 )
         await wait_event(stop, events.prune_interval_s)

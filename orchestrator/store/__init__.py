@@ -8,6 +8,7 @@ from orchestrator.store._paging import MAX_PAGE, InvalidCursor
 from orchestrator.store.base import (
     Delivery,
     DeliveryState,
+    DisabledSink,
     EventRecord,
     Finish,
     NewEvent,
@@ -25,6 +26,7 @@ __all__ = [
     "MAX_PAGE",
     "Delivery",
     "DeliveryState",
+    "DisabledSink",
     "EventRecord",
     "Finish",
     "InvalidCursor",

@@ -48,6 +48,9 @@ def _statements(script: str) -> list[str]:
 def migrate(conn: sqlite3.Connection) -> None:
     """Apply the migrations newer than the recorded schema version, all in one transaction."""
     migrations = _migrations()
+    # Off while the schema changes (SQLite's procedure for rebuilding a table: a
+    # DROP would otherwise cascade), checked before the commit, on again after.
+    conn.execute("PRAGMA foreign_keys = OFF")
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.execute(queries.CREATE_SCHEMA_VERSION)
@@ -61,8 +64,13 @@ def migrate(conn: sqlite3.Connection) -> None:
             for statement in _statements(script):
                 conn.execute(statement)
             conn.execute(queries.RECORD_MIGRATION, (version, name, time.time()))
+        broken = conn.execute("PRAGMA foreign_key_check").fetchall()
+        if broken:
+            raise StoreError(f"store migration left dangling references: {broken[:3]}")
         conn.execute("COMMIT")
     except BaseException:
         with contextlib.suppress(sqlite3.Error):
             conn.execute("ROLLBACK")
         raise
+    finally:
+        conn.execute("PRAGMA foreign_keys = ON")

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from orchestrator.store import _rows, queries
 from orchestrator.store.base import (
     Delivery,
+    DisabledSink,
     Finish,
     NewEvent,
     NewTracking,
@@ -145,7 +146,7 @@ def finish(conn: sqlite3.Connection, items: Sequence[Finish]) -> list[bool]:
 def append_event(conn: sqlite3.Connection, event: NewEvent) -> int:
     cursor = conn.execute(
         queries.INSERT_EVENT,
-        (event.event_id, event.tracking_id, event.type, event.time, event.payload),
+        (event.event_id, event.tracking_id, event.type, event.time, event.payload, event.sink),
     )
     seq = cursor.lastrowid
     assert seq is not None
@@ -185,14 +186,34 @@ def redrive_delivery(conn: sqlite3.Connection, delivery_id: int, now: float) -> 
 def replay_deliveries(
     conn: sqlite3.Connection, destination: str, span: ReplaySpan, now: float
 ) -> int:
-    params = (destination, now, now, span.after_seq, span.until_seq, span.since, span.until)
+    params = (
+        *(destination, now, now, span.after_seq, span.until_seq, span.since, span.until),
+        destination,
+    )
     return int(conn.execute(queries.REPLAY_DELIVERIES, params).rowcount)
 
 
 def prune(conn: sqlite3.Connection, before: float, batch: int) -> int:
     ids = conn.execute(queries.PRUNABLE_TRACKINGS, (before, max(0, batch))).fetchall()
     conn.executemany(queries.DELETE_TRACKING, ids)
-    return len(ids)
+    seqs = conn.execute(queries.PRUNABLE_SINK_EVENTS, (before, max(0, batch))).fetchall()
+    conn.executemany(queries.DELETE_EVENT, seqs)
+    return len(ids) + len(seqs)
+
+
+def disable_sink(conn: sqlite3.Connection, sink: DisabledSink, event: NewEvent) -> bool:
+    params = (sink.destination, sink.since, sink.reason)
+    if not conn.execute(queries.DISABLE_SINK, params).rowcount:
+        return False
+    append_event(conn, event)
+    return True
+
+
+def enable_sink(conn: sqlite3.Connection, destination: str, event: NewEvent) -> bool:
+    if not conn.execute(queries.ENABLE_SINK, (destination,)).rowcount:
+        return False
+    append_event(conn, event)
+    return True
 
 
 def probe(conn: sqlite3.Connection) -> None:

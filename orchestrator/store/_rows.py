@@ -123,4 +123,5 @@ def event(row: Sequence[Any]) -> EventRecord:
         type=row[3],
         time=row[4],
         payload=bytes(row[5]),
+        sink=row[6],
     )

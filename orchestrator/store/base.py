@@ -75,16 +75,18 @@ class NewEvent:
 
     ``payload`` is the exact serialized CloudEvent (bytes) that every delivery
     attempt sends. ``destinations`` are sink names (``"sink:<name>"``) or
-    ``"callback"`` (whose URL is ``callback_url``).
+    ``"callback"`` (whose URL is ``callback_url``). An operational event has no
+    tracking: ``tracking_id`` is None and ``sink`` names the sink it is about.
     """
 
     event_id: str
-    tracking_id: str
+    tracking_id: str | None
     type: str
     time: float
     payload: bytes
     destinations: list[str] = field(default_factory=list)
     callback_url: str | None = None
+    sink: str | None = None
 
 
 @dataclass(slots=True)
@@ -125,10 +127,20 @@ class Finish:
 class EventRecord:
     seq: int
     event_id: str
-    tracking_id: str
+    tracking_id: str | None  # None for an operational event
     type: str
     time: float
     payload: bytes
+    sink: str | None = None  # the sink an operational event is about
+
+
+@dataclass(frozen=True, slots=True)
+class DisabledSink:
+    """A sink that gets nothing until it is enabled again (it survives a restart)."""
+
+    destination: str  # "sink:<name>"
+    since: float
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,12 +279,26 @@ class Store(Protocol):
     async def replay_deliveries(self, destination: str, span: ReplaySpan, now: float) -> int:
         """Every stored event in ``span`` to ``destination`` again, due now: its
         delivery there back to pending with no attempts (same event, same id), or a
-        new pending one where it had none. Returns how many."""
+        new pending one where it had none. An operational event about
+        ``destination`` itself is left out. Returns how many."""
+
+    async def disable_sink(self, sink: DisabledSink, event: NewEvent) -> bool:
+        """Record the sink disabled and append its operational event (with its
+        deliveries) in one transaction. False, with nothing written, when the sink
+        is already recorded disabled."""
+
+    async def enable_sink(self, destination: str, event: NewEvent) -> bool:
+        """Clear the sink's disabled record and append its operational event in one
+        transaction. False, with nothing written, when it was not disabled."""
+
+    async def disabled_sinks(self) -> list[DisabledSink]:
+        """Every sink recorded disabled, by destination (loaded at start-up)."""
 
     async def outbox_pending_counts(self) -> dict[str, int]:
         """Pending deliveries per destination."""
 
     async def prune(self, before: float, batch: int) -> int:
         """Delete up to ``batch`` terminal trackings (terminal_at < before) whose
-        events are all delivered or dead, with those events and deliveries.
-        Returns how many trackings were deleted."""
+        events are all delivered or dead, with those events and deliveries, and up
+        to ``batch`` operational events (time < before) likewise settled. Returns
+        how many trackings and operational events were deleted."""

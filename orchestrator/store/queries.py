@@ -14,7 +14,7 @@ DELIVERY_COLUMNS = (
     " d.next_attempt_at, d.created_at, e.time, e.payload, d.last_status, d.last_error,"
     " d.delivered_at"
 )
-EVENT_COLUMNS = "seq, event_id, tracking_id, type, time, payload"
+EVENT_COLUMNS = "seq, event_id, tracking_id, type, time, payload, sink"
 
 # -- schema bookkeeping ---------------------------------------------------------------------
 
@@ -160,11 +160,20 @@ PRUNABLE_TRACKINGS = (
 )
 # Labels, events and deliveries follow through ON DELETE CASCADE.
 DELETE_TRACKING = "DELETE FROM trackings WHERE tracking_id = ?"
+# Operational events (no tracking) age out on their own, once settled likewise.
+PRUNABLE_SINK_EVENTS = (
+    "SELECT seq FROM events e WHERE tracking_id IS NULL AND time < ?"
+    " AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = e.seq"
+    "   AND d.state = 'pending')"
+    " ORDER BY seq LIMIT ?"
+)
+DELETE_EVENT = "DELETE FROM events WHERE seq = ?"
 
 # -- events ---------------------------------------------------------------------------------
 
 INSERT_EVENT = (
-    "INSERT INTO events (event_id, tracking_id, type, time, payload) VALUES (?, ?, ?, ?, ?)"
+    "INSERT INTO events (event_id, tracking_id, type, time, payload, sink)"
+    " VALUES (?, ?, ?, ?, ?, ?)"
 )
 EVENTS_AFTER = f"SELECT {EVENT_COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
 # The AUTOINCREMENT high-water mark survives the deletion of the newest events.
@@ -211,11 +220,12 @@ REDRIVE_DELIVERY = (
     " WHERE delivery_id = ? AND state = 'dead'"
 )
 # Every event in the ranges to one destination again: its delivery back to pending
-# (same event, same id), or a new one where it never had any.
+# (same event, same id), or a new one where it never had any; never an operational
+# event about that destination itself.
 REPLAY_DELIVERIES = (
     "INSERT INTO deliveries (event_seq, destination, url, state, attempts, next_attempt_at,"
     " created_at) SELECT seq, ?, NULL, 'pending', 0, ?, ? FROM events"
-    " WHERE seq > ? AND seq <= ? AND time >= ? AND time <= ?"
+    " WHERE seq > ? AND seq <= ? AND time >= ? AND time <= ? AND (sink IS NULL OR sink != ?)"
     " ON CONFLICT (event_seq, destination) DO UPDATE SET state = 'pending', attempts = 0,"
     " next_attempt_at = excluded.next_attempt_at, last_status = NULL, last_error = NULL,"
     " delivered_at = NULL"
@@ -226,3 +236,12 @@ PENDING_DESTINATIONS = (
 PENDING_COUNTS = (
     "SELECT destination, count(*) FROM deliveries WHERE state = 'pending' GROUP BY destination"
 )
+
+# -- sinks ----------------------------------------------------------------------------------
+
+DISABLE_SINK = (
+    "INSERT INTO disabled_sinks (destination, since, reason) VALUES (?, ?, ?)"
+    " ON CONFLICT (destination) DO NOTHING"
+)
+ENABLE_SINK = "DELETE FROM disabled_sinks WHERE destination = ?"
+DISABLED_SINKS = "SELECT destination, since, reason FROM disabled_sinks ORDER BY destination"

@@ -28,8 +28,10 @@ from orchestrator.store._writer import GroupCommitWriter, is_unavailable
 from orchestrator.store.base import (
     Delivery,
     DeliveryState,
+    DisabledSink,
     EventRecord,
     Finish,
+    NewEvent,
     NewTracking,
     PollUpdate,
     ReplaySpan,
@@ -200,6 +202,14 @@ class SqliteStore:
             functools.partial(ops.replay_deliveries, destination=destination, span=span, now=now)
         )
 
+    async def disable_sink(self, sink: DisabledSink, event: NewEvent) -> bool:
+        return await self._submit(functools.partial(ops.disable_sink, sink=sink, event=event))
+
+    async def enable_sink(self, destination: str, event: NewEvent) -> bool:
+        return await self._submit(
+            functools.partial(ops.enable_sink, destination=destination, event=event)
+        )
+
     async def prune(self, before: float, batch: int) -> int:
         return await self._submit(
             functools.partial(ops.prune, before=before, batch=batch), max(1, batch)
@@ -266,6 +276,9 @@ class SqliteStore:
 
     async def outbox_pending_counts(self) -> dict[str, int]:
         return {row[0]: row[1] for row in await self._read(queries.PENDING_COUNTS)}
+
+    async def disabled_sinks(self) -> list[DisabledSink]:
+        return [DisabledSink(*row) for row in await self._read(queries.DISABLED_SINKS)]
 
     async def get_delivery(self, delivery_id: int) -> Delivery | None:
         rows = await self._read(queries.DELIVERY_BY_ID, (delivery_id,))

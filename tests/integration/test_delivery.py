@@ -373,25 +373,54 @@ async def test_410_disables_the_sink_until_enabled_and_it_then_gets_what_it_miss
         retry_schedule_s=[0.05],
     )
     h = Harness(store, cfg, {"sink:a": SINK_SECRET, "sink:b": SINK_SECRET})
-    async with h.running():
+    async with h.running(), api(h) as base, aiohttp.ClientSession() as http:
         first = await h.emit(1)
         await until(lambda: _sampled(h, "orchestrator_sink_disabled", 1.0, sink="a"))
         later = await h.emit(4)
-        await until(all_in(h, "delivered", 5))  # sink b has them all
+        await until(lambda: _types_at(sink, "/b", 6))  # 5 tracking events + sink.disabled
         await asyncio.sleep(0.5)  # many retry periods: nothing more reaches sink a
         assert len(sink.by_event("/a")) == 1  # the one 410, nothing after it
-        assert await all_in(h, "pending", 5)()  # kept for the sink, not dead
-        [state] = [s for s in h.service.sinks() if s["name"] == "a"]
+        pending, _ = await store.list_deliveries("pending", 100, None)
+        assert len(pending) == 5 and {d.destination for d in pending} == {"sink:a"}
+        async with http.get(f"{base}/v1/sinks") as r:
+            [state] = [s for s in (await r.json())["items"] if s["name"] == "a"]
         assert state["disabled"] and "410" in str(state["disabled_reason"])
-        assert h.service.enable("nope") is None
+        assert state["pending"] == 5 and "410" in str(state["last_error"])
+        async with http.post(f"{base}/v1/sinks/nope/enable") as r:
+            assert r.status == 404
         gone[0] = False
-        assert h.service.enable("a") is True
-        await until(all_in(h, "delivered", 10))
-        assert h.service.enable("a") is False
+        async with http.post(f"{base}/v1/sinks/a/enable") as r:
+            assert (await r.json())["was_disabled"] is True
+        await until(all_in(h, "delivered", 12))  # a's 5, b's 5 + disabled + enabled
+        async with http.post(f"{base}/v1/sinks/a/enable") as r:
+            assert (await r.json())["was_disabled"] is False
     a = sink.by_event("/a")
     assert set(a) == {e.event_id for e in first + later}  # what it missed, same ids
     assert h.sample("orchestrator_sink_disabled", sink="a") == 0.0
     assert h.sample("orchestrator_sink_disabled", sink="b") == 0.0
+    # Sink b heard of both changes, signed like every event; a heard of neither.
+    ops = [verify(hit, SINK_SECRET) for hit in sink.hits if hit.path == "/b"]
+    ops = [e for e in ops if e.get_type().startswith("com.moltaro.orchestrator.sink.")]
+    assert [e.get_type() for e in ops] == [
+        "com.moltaro.orchestrator.sink.disabled",
+        "com.moltaro.orchestrator.sink.enabled",
+    ]
+    disabled, enabled = ops
+    assert disabled.get_source() == "urn:moltaro-orchestrator:sinks"
+    assert disabled.get_subject() == enabled.get_subject() == "a"
+    data = disabled.get_data()
+    assert data["name"] == "a" and data["disabled"] is True and data["pending"] >= 1
+    assert "410" in data["disabled_reason"] and "410" in data["last_error"]
+    assert data["disabled_since"] == state["disabled_since"]
+    assert enabled.get_data()["disabled"] is False and enabled.get_data()["pending"] == 5
+    # In the log, once each, with no tracking: the feed lists them too.
+    log = [r for r in await store.events_after(0, 100) if r.tracking_id is None]
+    assert [r.event_id for r in log] == [disabled.get_id(), enabled.get_id()]
+    assert all(r.sink == "sink:a" for r in log)
+
+
+async def _types_at(sink: Sink, path: str, n: int) -> bool:
+    return len(sink.by_event(path)) >= n
 
 
 async def test_a_callback_410_stops_only_that_event(store: Store, sink: Sink) -> None:
@@ -425,6 +454,11 @@ async def test_a_sink_without_success_for_disable_after_s_is_disabled(
     assert took >= 0.6 - 0.05 and hits >= 3
     [state] = h.service.sinks()
     assert "no successful delivery for 0.6 s" in str(state["disabled_reason"])
+    # Alone, it has no other sink to tell: the event is in the log (the feed) only.
+    [record] = await store.events_after(1, 10)
+    assert record.type == "com.moltaro.orchestrator.sink.disabled" and record.sink == "sink:a"
+    assert orjson.loads(record.payload)["data"]["disabled_reason"] == state["disabled_reason"]
+    assert await store.outbox_pending_counts() == {"sink:a": 1}
 
 
 def _sampled(h: Harness, name: str, value: float, **labels: str) -> Awaitable[bool]:

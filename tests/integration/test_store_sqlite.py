@@ -129,6 +129,7 @@ async def test_migrations_apply_once_in_wal_mode(tmp_path: Path) -> None:
             (1, "001_init.sql"),
             (2, "002_remote_digest.sql"),
             (3, "003_active_workspace.sql"),
+            (4, "004_sink_events.sql"),
         ]
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("SELECT count(*) FROM trackings").fetchone()[0] == 1
@@ -163,6 +164,66 @@ async def test_a_version_1_store_is_upgraded_with_its_rows(tmp_path: Path) -> No
         assert old.remote == {"Status": 0} and old.remote_digest is None
     finally:
         await store.close()
+
+
+async def test_a_version_3_store_keeps_its_events_deliveries_and_seq_through_004(
+    tmp_path: Path,
+) -> None:
+    """004 rebuilds the events table: nothing may cascade to the deliveries, and the
+    seq high-water mark (the newest event already pruned) must survive."""
+    path = tmp_path / "store.db"
+    migrations = importlib.resources.files("orchestrator.store") / "migrations"
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute(
+            "CREATE TABLE schema_version"
+            " (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+        )
+        names = ["001_init.sql", "002_remote_digest.sql", "003_active_workspace.sql"]
+        for version, name in enumerate(names, 1):
+            conn.executescript((migrations / name).read_text())
+            conn.execute("INSERT INTO schema_version VALUES (?, ?, 0)", (version, name))
+        for n in (1, 2):
+            conn.execute(
+                "INSERT INTO trackings (tracking_id, workspace, kind, remote_id, state,"
+                " outcome, deadline_at, created_at, terminal_at, labels, notify) VALUES"
+                " (?, 'default', 'function_job', ?, 'terminal', 'succeeded', 9e9, 1000,"
+                " 2000, '{}', 'terminal')",
+                (f"trk_{n}", f"J-{n}"),
+            )
+            conn.execute(
+                "INSERT INTO events (event_id, tracking_id, type, time, payload)"
+                " VALUES (?, ?, 't', 2000, x'7b7d')",
+                (f"e{n}", f"trk_{n}"),
+            )
+        conn.execute(
+            "INSERT INTO deliveries (event_seq, destination, state, next_attempt_at,"
+            " created_at) VALUES (1, 'sink:a', 'pending', 2000, 2000)"
+        )
+        conn.execute("DELETE FROM trackings WHERE tracking_id = 'trk_2'")  # seq 2 pruned
+    conn.close()
+    store = SqliteStore(path)
+    await store.open()
+    try:
+        [record] = await store.events_after(0, 10)
+        assert (record.seq, record.event_id, record.sink) == (1, "e1", None)
+        assert await store.last_event_seq() == 2
+        [delivery], _ = await store.list_deliveries("pending", 10, None)
+        assert delivery.event_id == "e1"  # the rebuild cascaded nothing
+        await store.create_trackings([new(3)])
+        await store.finish([finish("trk_3", "e3", "sink:a")])
+        assert [r.seq for r in await store.events_after(0, 10)] == [1, 3]
+        # Foreign keys are on again after the migration: a tracking's deletion cascades.
+        await store.mark_delivered(delivery.delivery_id, at=3_000.0, status=200)
+        assert await store.prune(before=9e9, batch=10) == 1
+        assert [r.event_id for r in await store.events_after(0, 10)] == ["e3"]
+        left, _ = await store.list_deliveries(None, 10, None)
+        assert [d.event_id for d in left] == ["e3"]
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    conn.close()
 
 
 async def test_an_sqlite_too_old_for_the_bulk_writes_is_refused_by_name(

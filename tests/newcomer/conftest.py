@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import secrets
 import signal
 import socket
@@ -131,3 +133,38 @@ request_timeout_s = 2
     finally:
         for proc in reversed(procs):
             stop(proc)
+
+
+@contextlib.contextmanager
+def serve_with_simulator(tmp_path: Path) -> Iterator[tuple[int, int]]:
+    """``orchestrator serve --with-simulator`` on free ports and its embedded defaults
+    otherwise (no token, SQLite in ``tmp_path``): yields (service port, simulator port)."""
+    port, sim_port = free_port(), free_port()
+    cfg = tmp_path / "orchestrator.toml"
+    cfg.write_text(
+        f'[server]\nlisten = "127.0.0.1:{port}"\nshutdown_grace_s = 1\n'
+        f'[store]\npath = "{tmp_path / "orch.db"}"\n'
+        "[polling]\ninitial_delay_s = 0.2\nmax_delay_s = 1.0\n"
+        '[logging]\nformat = "json"\nlevel = "WARNING"\n'
+        f'[[workspaces]]\nname = "default"\nbase_url = "http://127.0.0.1:{sim_port}"\n'
+    )
+    log = tmp_path / "serve.log"
+    with log.open("ab") as out:
+        serve = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", "serve", "--config", str(cfg),
+             "--with-simulator"],
+            stdout=out, stderr=subprocess.STDOUT, env=clean_env(),
+        )  # fmt: skip
+    try:
+        wait_http(f"http://127.0.0.1:{port}/readyz", serve, log)
+        yield port, sim_port
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(20)
+
+
+def for_ports(code: str, port: int, sim_port: int) -> str:
+    """A documented example aimed at the ports a test's service and simulator use."""
+    code = re.sub(r"(localhost|127\.0\.0\.1):8080", f"127.0.0.1:{port}", code)
+    code = re.sub(r"(localhost|127\.0\.0\.1):5080", f"127.0.0.1:{sim_port}", code)
+    return code.replace(".venv/bin/orchestrator", f"{sys.executable} -m orchestrator")

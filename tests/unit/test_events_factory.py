@@ -4,6 +4,7 @@ import orjson
 import pytest
 from cloudevents.core.bindings.http import HTTPMessage, from_http_event
 
+from orchestrator.client.models import Event
 from orchestrator.config import EventsConfig, SinkConfig
 from orchestrator.events.cloudevents import EventFactory
 from orchestrator.resource import tracking_resource
@@ -95,3 +96,25 @@ def test_status_changed_and_fresh_ids() -> None:
 def test_terminal_without_outcome_is_refused() -> None:
     with pytest.raises(ValueError):
         EventFactory(config()).terminal(tracking(outcome=None), NOW)
+
+
+def test_a_sink_event_is_about_the_sink_and_goes_to_every_other_sink_only() -> None:
+    cfg = EventsConfig(
+        sinks=[SinkConfig(name=n, url=f"http://127.0.0.1:9/{n}") for n in ("a", "b", "c")]
+    )
+    state = {"name": "a", "disabled": True, "disabled_reason": "HTTP 410", "pending": 3}
+    event = EventFactory(cfg).sink_event("com.moltaro.orchestrator.sink.disabled", "a", state, NOW)
+    assert event.tracking_id is None and event.sink == "sink:a"
+    assert event.destinations == ["sink:b", "sink:c"] and event.callback_url is None
+    body = orjson.loads(event.payload)
+    assert body["id"] == event.event_id and str(uuid.UUID(body["id"])) == body["id"]
+    assert body["source"] == "urn:moltaro-orchestrator:sinks" and body["subject"] == "a"
+    assert body["type"] == event.type and body["data"] == state
+    parsed = from_http_event(
+        HTTPMessage(headers={"content-type": "application/cloudevents+json"}, body=event.payload)
+    )
+    assert parsed.get_type() == "com.moltaro.orchestrator.sink.disabled"
+    # The client reads it from the feed without taking it for a tracking.
+    read = Event.from_json({**body, "seq": 9})
+    assert read.data is None and read.outcome is None and read.sink == state
+    assert read.subject == "a" and read.seq == 9

@@ -11,6 +11,7 @@ import pytest
 
 from orchestrator.errors import StoreError, StoreUnavailable
 from orchestrator.store import (
+    DisabledSink,
     Finish,
     InvalidCursor,
     MemoryStore,
@@ -703,6 +704,86 @@ async def test_list_deliveries_by_state_oldest_first_in_pages(store: Store) -> N
             dead_ids = {d.delivery_id for d in everything[::3]}
             expected = [i for i in expected if (i in dead_ids) == (state == "dead")]
         assert seen == expected
+
+
+# -- sink states and operational events ---------------------------------------------------
+
+
+def sink_event(event_id: str, about: str, *destinations: str, time: float = 2_500.0) -> NewEvent:
+    return event(
+        event_id,
+        None,
+        *destinations,
+        sink=about,
+        type="com.moltaro.orchestrator.sink.disabled",
+        time=time,
+    )
+
+
+async def test_a_disabled_sink_is_recorded_once_with_its_event(store: Store) -> None:
+    assert await store.disabled_sinks() == []
+    gone = DisabledSink("sink:a", 2_500.0, "HTTP 410")
+    assert await store.disable_sink(gone, sink_event("op_1", "sink:a", "sink:b", "sink:c"))
+    # Already disabled: neither the state nor a second event is written.
+    later = DisabledSink("sink:a", 2_600.0, "again")
+    assert not await store.disable_sink(later, sink_event("op_2", "sink:a", "sink:b"))
+    assert await store.disabled_sinks() == [gone]
+    [record] = await store.events_after(0, 10)
+    assert (record.event_id, record.tracking_id, record.sink) == ("op_1", None, "sink:a")
+    assert await store.outbox_pending_counts() == {"sink:b": 1, "sink:c": 1}
+    [due] = await store.claim_deliveries("sink:b", now=2_500.0, limit=10, lease_s=30)
+    assert due.event_id == "op_1" and due.payload == record.payload
+
+    other = DisabledSink("sink:b", 2_700.0, "no success")
+    assert await store.disable_sink(other, sink_event("op_3", "sink:b", "sink:a"))
+    assert await store.disabled_sinks() == [gone, other]
+    enabled = sink_event("op_4", "sink:a", "sink:b", "sink:c")
+    assert await store.enable_sink("sink:a", enabled)
+    assert not await store.enable_sink("sink:a", sink_event("op_5", "sink:a", "sink:b"))
+    assert await store.disabled_sinks() == [other]
+    assert [e.event_id for e in await store.events_after(0, 10)] == ["op_1", "op_3", "op_4"]
+    # A reused event id fails the whole operation: the sink stays as it was.
+    with pytest.raises(StoreError):
+        await store.enable_sink("sink:b", sink_event("op_1", "sink:b"))
+    assert await store.disabled_sinks() == [other]
+
+
+async def test_operational_events_share_the_log_with_tracking_events(store: Store) -> None:
+    await _terminal_with_deliveries(store, 2, "sink:a", "sink:b")
+    await store.disable_sink(
+        DisabledSink("sink:a", 2_500.0, "HTTP 410"), sink_event("op_1", "sink:a", "sink:b")
+    )
+    await store.create_trackings([new(9)])
+    await store.finish([finish("trk_9", "evt_9", "sink:a", "sink:b")])
+    records = await store.events_after(0, 10)
+    assert [r.event_id for r in records] == ["evt_0", "evt_1", "op_1", "evt_9"]
+    assert [r.tracking_id for r in records] == ["trk_0", "trk_1", None, "trk_9"]
+    # A replay to the disabled sink leaves out the event about itself; to another
+    # sink it is sent again like any event.
+    assert await store.replay_deliveries("sink:a", ReplaySpan(), now=5_000.0) == 3
+    to_a = await store.claim_deliveries("sink:a", now=5_000.0, limit=10, lease_s=30)
+    assert [d.event_id for d in to_a] == ["evt_0", "evt_1", "evt_9"]
+    assert await store.replay_deliveries("sink:b", ReplaySpan(), now=5_000.0) == 4
+
+
+async def test_settled_operational_events_are_pruned_by_age(store: Store) -> None:
+    for i, (about, at) in enumerate(
+        [("sink:a", 2_000.0), ("sink:b", 2_001.0), ("sink:c", 2_002.0)]
+    ):
+        sink = DisabledSink(about, at, "x")
+        await store.disable_sink(sink, sink_event(f"op_{i}", about, "sink:z", time=at))
+    [op_0, op_1, _] = await store.claim_deliveries("sink:z", now=3_000.0, limit=10, lease_s=30)
+    await store.mark_delivered(op_0.delivery_id, at=3_000.0, status=200)
+    await store.mark_dead(op_1.delivery_id, at=3_000.0, status=500, error="x")
+    # op_2 is still pending (kept whatever its age); before=2_000.5 keeps op_1 by age.
+    assert await store.prune(before=2_000.5, batch=10) == 1
+    assert [e.event_id for e in await store.events_after(0, 10)] == ["op_1", "op_2"]
+    assert await store.prune(before=9_000.0, batch=10) == 1
+    assert [e.event_id for e in await store.events_after(0, 10)] == ["op_2"]
+    everything, _ = await store.list_deliveries(None, 100, None)
+    assert [d.event_id for d in everything] == ["op_2"]
+    # The disabled states are not retention's business.
+    assert len(await store.disabled_sinks()) == 3
 
 
 # -- retention ------------------------------------------------------------------------------
