@@ -183,6 +183,16 @@ class ScheduleHandler:
             occurrences=reported,
             not_found_reason="schedule_deleted",
         )
+        if found is not None and found.anomalies:
+            # Completed without its Run evidence: the occurrence stays pending (fail
+            # closed) and the anomaly is counted like a job's.
+            first = found.anomalies[0]
+            j.anomaly = "completed_without_evidence"
+            j.anomaly_details = {
+                "kind": "schedule",
+                "job_id": first["job_id"],
+                "missing_evidence": first["missing_evidence"],
+            }
         if trouble is None and sched.result == "ok":
             followed.schedule = sched.body
             status = text(sched.body, "Status")
