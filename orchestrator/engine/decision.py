@@ -86,7 +86,8 @@ def decide(
         if d.nf_count == 0:
             d.nf_first = now_w
         d.nf_count += 1
-        if d.nf_count >= p.not_found_confirmations and now_w - d.nf_first >= p.not_found_min_s:
+        confirmed = d.nf_count >= p.not_found_confirmations
+        if confirmed and now_w - d.nf_first >= p.not_found_min_s and not j.hold:
             d.outcome = Outcome.NOT_FOUND
             d.result = {"remote_id": s.remote_id}
             if j.not_found_reason is not None:
@@ -118,7 +119,7 @@ def decide(
     due = now_m + d.delay * (1.0 + p.jitter * (2.0 * draw - 1.0))
     reason = NextPollReason.BACKOFF
     to_mono = now_m - now_w
-    if j.label == "not_found":
+    if j.label == "not_found" and not j.hold:
         # Backoff must not stretch the confirmation window far past its minimum.
         # The next read confirms the 404 (or not), whichever time it falls at.
         soon = now_m + max(d.nf_first + p.not_found_min_s - now_w, p.initial_delay_s)

@@ -44,6 +44,11 @@ class FollowState:
     reported: dict[str, float] = field(default_factory=dict)
     count: int = 0
     last: dict[str, Any] | None = None
+    # The schedule was seen disabled or deleted: from then on the tracking only
+    # waits for the work it had already created, ``awaiting`` the job the
+    # schedule named active then, until that job is reported.
+    stopped: bool = False
+    awaiting: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -51,6 +56,8 @@ class FollowState:
             "reported": dict(self.reported),
             "count": self.count,
             "last": self.last,
+            "stopped": self.stopped,
+            "awaiting": self.awaiting,
         }
 
     @classmethod
@@ -62,6 +69,7 @@ class FollowState:
         reported = raw.get("reported")
         count = raw.get("count")
         last = raw.get("last")
+        awaiting = raw.get("awaiting")
         return cls(
             since=since if since is not None else default_since,
             reported={
@@ -71,6 +79,8 @@ class FollowState:
             },
             count=count if isinstance(count, int) and not isinstance(count, bool) else 0,
             last=dict(last) if isinstance(last, Mapping) else None,
+            stopped=raw.get("stopped") is True,
+            awaiting=awaiting if isinstance(awaiting, str) and awaiting else None,
         )
 
 
@@ -143,6 +153,8 @@ def mark(state: FollowState, occurrence: dict[str, Any]) -> None:
     state.reported[occurrence["key"]] = float(occurrence["at"])
     state.count += 1
     state.last = public(occurrence)
+    if occurrence.get("job_id") is not None and occurrence["job_id"] == state.awaiting:
+        state.awaiting = None
 
 
 def settle(state: FollowState, result: Scan) -> None:
