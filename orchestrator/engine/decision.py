@@ -31,6 +31,7 @@ class PollState(Protocol):
     deadline: float
     deadline_mono: float
     last_error: dict[str, Any] | None
+    anomaly: dict[str, Any] | None  # while failing closed: the last contract anomaly
 
 
 @dataclass(slots=True)
@@ -54,18 +55,38 @@ class Decision:
     outcome: str | None = None
     result: dict[str, Any] | None = None
     conclude: bool = False
+    anomaly: dict[str, Any] | None = None
     changed: bool = False  # the remote state changed: store it, restart the backoff
     status_moved: bool = False  # the remote status changed (a status_changed event)
 
 
 def deadline_result(s: PollState, last_error: dict[str, Any] | None) -> dict[str, Any]:
-    """What a tracking that ran out of time reports: the id and the latest state."""
+    """What a tracking that ran out of time reports: the id, the latest state and,
+    when it was failing closed, why (``last_anomaly``: the reason, missing evidence)."""
     return {
         "remote_id": s.remote_id,
         "last_remote_status": s.remote_status,
         "last_error": last_error,
         "deadline_at": iso(s.deadline),
+        "failing_closed": s.anomaly is not None,
+        "last_anomaly": s.anomaly,
     }
+
+
+def _anomaly(previous: dict[str, Any] | None, j: Judgement, now_w: float) -> dict[str, Any]:
+    """The anomaly a judged answer shows, dated from when that reason was first seen."""
+    details = j.anomaly_details or {}
+    same = previous is not None and previous.get("reason") == j.anomaly
+    out = {
+        "reason": j.anomaly,
+        "remote_status": j.remote_status,
+        "missing_evidence": details.get("missing_evidence"),
+        "first_seen_at": previous["first_seen_at"] if same and previous else iso(now_w),
+        "last_seen_at": iso(now_w),
+    }
+    if details.get("job_id") is not None:  # a schedule's occurrence
+        out["job_id"] = details["job_id"]
+    return out
 
 
 def decide(
@@ -82,6 +103,7 @@ def decide(
     judgement's) become monotonic ones by ``now_m - now_w``.
     """
     d = Decision(s.fingerprint, s.digest, s.remote_status, j.error, s.nf_count, s.nf_first)
+    d.anomaly = s.anomaly
     if j.label == "not_found":
         if d.nf_count == 0:
             d.nf_first = now_w
@@ -105,6 +127,8 @@ def decide(
         d.changed = j.fingerprint != s.fingerprint
         d.status_moved = j.remote_status != s.remote_status
         d.fingerprint, d.digest, d.remote_status = j.fingerprint, j.digest, j.remote_status
+        # A judged answer says whether the tracking is failing closed now.
+        d.anomaly = None if j.anomaly is None else _anomaly(s.anomaly, j, now_w)
         if j.phase in TERMINAL_PHASES:
             d.outcome, d.result, d.conclude = j.phase.value, j.result, j.conclude
             return d

@@ -219,7 +219,7 @@ class Engine:
         previous_error = entry.last_error
         entry.fingerprint, entry.digest = d.fingerprint, d.digest
         entry.remote_status, entry.last_error = d.remote_status, d.last_error
-        entry.nf_count, entry.nf_first = d.nf_count, d.nf_first
+        entry.nf_count, entry.nf_first, entry.anomaly = d.nf_count, d.nf_first, d.anomaly
         for snapshot, occurrence in j.occurrences:
             tracking = entry.to_tracking(remote=snapshot, last_polled_at=now_w)
             reported = self.events.occurrence(tracking, occurrence, now_w)

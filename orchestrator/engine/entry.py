@@ -17,6 +17,7 @@ _NO_LABELS: dict[str, str] = {}
 
 class Entry:
     __slots__ = (
+        "anomaly",
         "callback_url",
         "correlation_id",
         "created_at",
@@ -70,6 +71,7 @@ class Entry:
         self.gen = 0
         self.nf_count = 0
         self.nf_first = 0.0
+        self.anomaly: dict[str, object] | None = None  # the last one, while failing closed
         self.resumed = False  # resumed at start-up and not read yet by this process
         self.reason = NextPollReason.FIRST_READ  # why the next read is due when it is
 

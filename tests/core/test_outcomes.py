@@ -188,6 +188,11 @@ async def test_completed_without_evidence_is_never_success(
     done = await api.wait_terminal(t["tracking_id"])
     assert done["outcome"] == "deadline_exceeded"
     assert done["result"]["last_remote_status"] == "Completed"
+    # The result says why it never succeeded: which evidence was missing.
+    assert done["result"]["failing_closed"] is True
+    last = done["result"]["last_anomaly"]
+    assert last["reason"] == "completed_without_evidence"
+    assert last["missing_evidence"] == ["run.result_summary"]
     assert done["polls"] >= 3
     logged = [r for r in caplog.records if r.getMessage().startswith("contract anomaly")]
     assert len(logged) == 1

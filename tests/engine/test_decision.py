@@ -31,6 +31,7 @@ class State:
     deadline: float = NOW_W + 3600
     deadline_mono: float = NOW_M + 3600
     last_error: dict[str, Any] | None = None
+    anomaly: dict[str, Any] | None = None
 
 
 labels = st.sampled_from(["ok", "not_found", "timeout", "http_5xx", "rate_limited"])
@@ -105,3 +106,36 @@ def test_an_anomaly_keeps_polling() -> None:
     )
     d = decide(State(), j, NOW_W, NOW_M, P, 0.5)
     assert d.outcome is None and d.due > NOW_M
+
+
+def test_a_deadline_while_failing_closed_says_why() -> None:
+    s = State(remote_status="Completed", deadline_mono=NOW_M + 10, deadline=NOW_W + 10)
+    details = {"missing_evidence": ["run.result_summary"]}
+    anomalous = Judgement("ok", (), phase=Phase.ANOMALY, fingerprint="fp2",
+                          remote_status="Completed", anomaly="completed_without_evidence",
+                          anomaly_details=details)  # fmt: skip
+    first = decide(s, anomalous, NOW_W, NOW_M, P, 0.5)
+    assert first.outcome is None and first.anomaly is not None
+    s.anomaly = first.anomaly
+    # Transport trouble on the last read: still failing closed, and on what.
+    trouble = Judgement("timeout", (), error={"kind": "timeout", "message": "read timed out"})
+    late = decide(s, trouble, NOW_W + 20, NOW_M + 20, P, 0.5)
+    assert late.outcome == "deadline_exceeded" and late.result is not None
+    assert late.result["failing_closed"] is True
+    last = late.result["last_anomaly"]
+    assert last["reason"] == "completed_without_evidence"
+    assert last["missing_evidence"] == ["run.result_summary"]
+    assert last["remote_status"] == "Completed"
+    assert last["first_seen_at"] == first.anomaly["first_seen_at"]
+    assert late.result["last_error"]["kind"] == "timeout"
+
+
+def test_an_ordinary_answer_ends_failing_closed() -> None:
+    s = State(anomaly={"reason": "unknown_status", "first_seen_at": "x", "last_seen_at": "x"})
+    ordinary = Judgement("ok", (), phase=Phase.PENDING, fingerprint="fp", remote_status="Leased")
+    d = decide(s, ordinary, NOW_W, NOW_M, P, 0.5)
+    assert d.anomaly is None
+    s.anomaly, s.deadline_mono = None, NOW_M
+    ended = decide(s, ordinary, NOW_W, NOW_M, P, 0.5)
+    assert ended.result is not None and ended.result["failing_closed"] is False
+    assert ended.result["last_anomaly"] is None

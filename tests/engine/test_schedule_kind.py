@@ -150,3 +150,21 @@ def test_a_deleted_schedule_follows_its_older_job_to_the_end_then_ends_not_found
         await r.close()
 
     run(main)
+
+
+def test_a_schedules_deadline_while_an_occurrence_lacks_evidence_says_which() -> None:
+    async def main() -> None:
+        r = await rig()
+        r.transport.script(SCHEDULE, body(200, schedule()))
+        r.transport.script(JOBS, page(job("J-1", "Completed")))
+        r.transport.script(RUNS, page(a_run("J-1", "Success", DurationMs=None)))
+        t = await r.track("schedule", "S-1", deadline_s=20)
+        final = await r.final(t.tracking_id)
+        assert final.outcome == "deadline_exceeded" and final.result is not None
+        assert final.result["failing_closed"] is True
+        last = final.result["last_anomaly"]
+        assert (last["job_id"], last["missing_evidence"]) == ("J-1", ["run.duration_ms"])
+        assert final.result["active_occurrences"][0]["missing_evidence"] == ["run.duration_ms"]
+        await r.close()
+
+    run(main)
