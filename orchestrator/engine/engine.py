@@ -81,6 +81,10 @@ class Engine:
                 lambda ws, result: self.probes.admin_request(ws, "function_runs", result)
             )
         self.handlers: dict[str, KindHandler] = handlers(history)
+        self.stoppers = {  # one per workspace: each remembers the stops it saw accepted
+            ws: RetryStopper(client, self.probes.admin_requests_of(ws))
+            for ws, client in clients.items()
+        }
         self._stop = asyncio.Event()
         self._writer_stop = asyncio.Event()
         self._workers: list[asyncio.Task[None]] = []
@@ -332,16 +336,15 @@ class Engine:
             self.nudge(tracking_id)
         return answer
 
-    async def stop_retries(self, tracking_id: str, expected: str | None) -> StopAnswer | None:
-        """Stop a function job's retry chain; None when no longer active here."""
+    async def stop_retries(
+        self, tracking_id: str, expected: str | None, known: object = None
+    ) -> StopAnswer | None:
+        """Stop a function job's retry chain (``known``: its latest stored body);
+        None when no longer active here."""
         entry = self.entries.get(tracking_id)
         if entry is None:
             return None
-        ws = entry.workspace
-        stopper = RetryStopper(
-            self.clients[ws], lambda route, result: self.probes.admin_request(ws, route, result)
-        )
-        answer = await stopper.stop(entry.remote_id, expected)
+        answer = await self.stoppers[entry.workspace].stop(entry.remote_id, expected, known)
         if answer.status == 202:
             self.nudge(tracking_id)
         return answer

@@ -7,6 +7,7 @@ child is looked up once and kept.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from orchestrator.metrics import Metrics
@@ -67,6 +68,10 @@ class PollMetrics:
 
     def admin_request(self, workspace: str, route: str, result: str) -> None:
         self._m.admin_requests_total.labels(workspace=workspace, route=route, result=result).inc()
+
+    def admin_requests_of(self, workspace: str) -> Callable[[str, str], None]:
+        """``admin_request`` for one workspace, as (route, result)."""
+        return lambda route, result: self.admin_request(workspace, route, result)
 
     def anomaly(self, workspace: str, kind: str, reason: str) -> None:
         self._m.contract_anomalies_total.labels(workspace=workspace, kind=kind, reason=reason).inc()
