@@ -258,12 +258,25 @@ async def test_anomaly_then_evidence_succeeds(api: Api) -> None:
 
 
 async def test_enqueue_response_and_camel_case_enums_as_names(api: Api) -> None:
+    status, _ = await api.sim(
+        "PUT",
+        "/_sim/profile",
+        {"job": {"pickup_s": 0.05, "duration_s": 0.1, "sequence": ["success"]}},
+    )
+    assert status == 200
     await api.sim("PUT", "/_sim/settings", {"camel_case": True, "enums_as_names": True})
     status, body = await api.sim(
         "POST", "/api/workspace/functions/billing.sync-invoices/enqueue", {}
     )
     assert status == 200, body
+    # The wire really is camelCase with enum names: nothing here is PascalCase or a number.
+    assert "Data" not in body and body["data"]["status"] == "Queued"
     t = await api.track(kind="function_job", enqueue_response=body, timeout_s=20)
     done = await api.wait_terminal(t["tracking_id"])
-    assert done["outcome"] in ("succeeded", "failed", "cancelled")
-    assert done["remote_id"] == (body.get("data") or body.get("Data"))["jobId"]
+    assert done["remote_id"] == body["data"]["jobId"]
+    # Read through names and camelCase the job succeeds on its run's evidence.
+    assert done["outcome"] == "succeeded", done["result"]
+    assert done["remote_status"] == "Completed"
+    assert done["result"]["run_status"] == "Success"
+    assert done["result"]["result_summary"] == done["remote"]["run"]["resultSummary"]
+    assert done["result"]["run_id"] == done["remote"]["run"]["runId"]
