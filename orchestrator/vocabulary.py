@@ -51,6 +51,14 @@ class BuildReasonCode(StrEnum):
         return cls.OTHER
 
 
+class DeadlineSource(StrEnum):
+    """Which rule set a tracking's ``deadline_at``."""
+
+    CALLER = "caller"  # the intake's deadline_at or timeout_s
+    DERIVED = "derived"  # a function job's, from the job's own timeout and retries
+    DEFAULT = "default"  # polling.default_deadline_s (a function job's until a read shows it)
+
+
 class TrackingState(StrEnum):
     """Active while it is polled; terminal once it has its outcome."""
 

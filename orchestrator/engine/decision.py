@@ -15,13 +15,14 @@ from orchestrator.config import PollingConfig
 from orchestrator.engine.backoff import next_delay
 from orchestrator.interpret import TERMINAL_PHASES
 from orchestrator.kinds.base import Judgement
-from orchestrator.vocabulary import NextPollReason, Outcome
+from orchestrator.vocabulary import DeadlineSource, NextPollReason, Outcome
 
 
 class PollState(Protocol):
     """The tracking state a decision reads (the engine's entry)."""
 
     remote_id: str
+    created_at: float
     remote_status: str | None
     fingerprint: str
     digest: bytes | None
@@ -30,6 +31,7 @@ class PollState(Protocol):
     nf_first: float
     deadline: float
     deadline_mono: float
+    deadline_source: str | None
     last_error: dict[str, Any] | None
     anomaly: dict[str, Any] | None  # while failing closed: the last contract anomaly
 
@@ -56,18 +58,21 @@ class Decision:
     result: dict[str, Any] | None = None
     conclude: bool = False
     anomaly: dict[str, Any] | None = None
+    deadline: float | None = None  # a deadline derived now from the job (wall time)
     changed: bool = False  # the remote state changed: store it, restart the backoff
     status_moved: bool = False  # the remote status changed (a status_changed event)
 
 
-def deadline_result(s: PollState, last_error: dict[str, Any] | None) -> dict[str, Any]:
+def deadline_result(
+    s: PollState, last_error: dict[str, Any] | None, deadline: float | None = None
+) -> dict[str, Any]:
     """What a tracking that ran out of time reports: the id, the latest state and,
     when it was failing closed, why (``last_anomaly``: the reason, missing evidence)."""
     return {
         "remote_id": s.remote_id,
         "last_remote_status": s.remote_status,
         "last_error": last_error,
-        "deadline_at": iso(s.deadline),
+        "deadline_at": iso(s.deadline if deadline is None else deadline),
         "failing_closed": s.anomaly is not None,
         "last_anomaly": s.anomaly,
     }
@@ -104,6 +109,11 @@ def decide(
     """
     d = Decision(s.fingerprint, s.digest, s.remote_status, j.error, s.nf_count, s.nf_first)
     d.anomaly = s.anomaly
+    deadline_mono = s.deadline_mono
+    if j.budget_s is not None and s.deadline_source == DeadlineSource.DEFAULT:
+        # No deadline from the caller: the job's own budget, from the intake time.
+        d.deadline = s.created_at + min(j.budget_s + p.deadline_margin_s, p.max_deadline_s)
+        deadline_mono = d.deadline + (now_m - now_w)
     if j.label == "not_found":
         if d.nf_count == 0:
             d.nf_first = now_w
@@ -132,9 +142,9 @@ def decide(
         if j.phase in TERMINAL_PHASES:
             d.outcome, d.result, d.conclude = j.phase.value, j.result, j.conclude
             return d
-    if now_m >= s.deadline_mono:
+    if now_m >= deadline_mono:
         d.outcome = Outcome.DEADLINE_EXCEEDED
-        d.result = {**deadline_result(s, d.last_error), **(j.summary or {})}
+        d.result = {**deadline_result(s, d.last_error, d.deadline), **(j.summary or {})}
         return d
 
     d.delay = next_delay(
@@ -156,7 +166,7 @@ def decide(
         due, reason = j.next_run_at + to_mono, NextPollReason.NEXT_RUN_AT
     if j.retry_after is not None and now_m + j.retry_after > due:
         due, reason = now_m + j.retry_after, NextPollReason.RETRY_AFTER
-    if due >= s.deadline_mono:
-        due, reason = s.deadline_mono, NextPollReason.DEADLINE
+    if due >= deadline_mono:
+        due, reason = deadline_mono, NextPollReason.DEADLINE
     d.due, d.reason = due, reason
     return d

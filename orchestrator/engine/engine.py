@@ -24,7 +24,7 @@ from orchestrator.engine.finishing import FINISH_RETRY_S, Finisher
 from orchestrator.engine.probes import PollMetrics
 from orchestrator.engine.resume import ResumePending, plan_resume
 from orchestrator.engine.scheduler import WorkspaceScheduler
-from orchestrator.engine.writer import PollWriter
+from orchestrator.engine.writer import PollWriter, checkpoint
 from orchestrator.events.bus import EventBus
 from orchestrator.events.cloudevents import EventFactory
 from orchestrator.kinds import handlers
@@ -32,8 +32,8 @@ from orchestrator.kinds.base import Judgement, KindHandler
 from orchestrator.metrics import Metrics
 from orchestrator.platform.run_history import RunHistory
 from orchestrator.platform.stop_retries import RetryStopper, StopAnswer
-from orchestrator.store.base import PollUpdate, Store, Tracking
-from orchestrator.vocabulary import NextPollReason
+from orchestrator.store.base import Store, Tracking
+from orchestrator.vocabulary import DeadlineSource, NextPollReason
 from orchestrator.workspace.client import WorkspaceClient
 from orchestrator.workspace.enums import keep_enums_fresh
 
@@ -224,6 +224,10 @@ class Engine:
         entry.fingerprint, entry.digest = d.fingerprint, d.digest
         entry.remote_status, entry.last_error = d.remote_status, d.last_error
         entry.nf_count, entry.nf_first, entry.anomaly = d.nf_count, d.nf_first, d.anomaly
+        if d.deadline is not None:  # derived from the job, once: stored before anything else
+            entry.deadline, entry.deadline_source = d.deadline, DeadlineSource.DERIVED
+            entry.deadline_mono = d.deadline + now_m - now_w
+            self.writer.add(entry.update(now_w, None, False, now_w, deadline_moved=True))
         for snapshot, occurrence in j.occurrences:
             tracking = entry.to_tracking(remote=snapshot, last_polled_at=now_w)
             reported = self.events.occurrence(tracking, occurrence, now_w)
@@ -266,24 +270,6 @@ class Engine:
             t.next_poll_at = self._to_wall(entry.due)
             t.next_poll_reason = entry.reason
         return t
-
-    async def _checkpoint(self) -> None:
-        """Hand every active tracking's counters to the writer (at shutdown)."""
-        for i, entry in enumerate(list(self.entries.values()), 1):
-            if i % 5000 == 0:
-                # 100,000 updates in one go held the loop for 0.25-0.4 s (logged
-                # as a stall); /healthz and the metrics still answer while draining.
-                await asyncio.sleep(0)
-            if entry.last_polled_at is not None:
-                self.writer.add(
-                    PollUpdate(
-                        tracking_id=entry.tracking_id,
-                        polls=entry.polls,
-                        last_polled_at=entry.last_polled_at,
-                        next_poll_at=self._to_wall(entry.due),
-                        last_error=entry.last_error,
-                    )
-                )
 
     # -- caller actions -----------------------------------------------------
 
@@ -393,5 +379,5 @@ class Engine:
                 await asyncio.wait(still, timeout=1.0)
         if self.finisher.tasks:
             await asyncio.wait(list(self.finisher.tasks))
-        await self._checkpoint()
+        await checkpoint(self.writer, list(self.entries.values()), self._to_wall)
         self._writer_stop.set()

@@ -23,6 +23,7 @@ class Entry:
         "created_at",
         "deadline",
         "deadline_mono",
+        "deadline_source",
         "delay",
         "digest",
         "due",
@@ -52,6 +53,7 @@ class Entry:
         self.kind = sys.intern(t.kind)
         self.remote_id = t.remote_id
         self.deadline = t.deadline_at
+        self.deadline_source = t.deadline_source
         self.deadline_mono = deadline_mono
         self.created_at = t.created_at
         self.notify = t.notify
@@ -101,6 +103,7 @@ class Entry:
             next_poll_at=next_poll_at,
             last_error=self.last_error,
             deadline_at=self.deadline,
+            deadline_source=self.deadline_source,
             created_at=self.created_at,
             terminal_at=terminal_at,
             labels=dict(self.labels),
@@ -117,6 +120,7 @@ class Entry:
         changed: bool,
         next_poll_at: float,
         event: NewEvent | None = None,
+        deadline_moved: bool = False,
     ) -> PollUpdate:
         """This entry's state as a poll result to store (``remote`` when ``changed``)."""
         return PollUpdate(
@@ -131,4 +135,5 @@ class Entry:
             digest=self.digest if changed else None,
             last_error=self.last_error,
             event=event,
+            deadline=(self.deadline, self.deadline_source or "") if deadline_moved else None,
         )
