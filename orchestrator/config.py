@@ -72,6 +72,8 @@ class PollingConfig(_Section):
     not_found_confirmations: int = Field(default=3, ge=1)
     not_found_min_s: float = Field(default=10, ge=0)
     openapi_refresh_s: float = Field(default=300, gt=0)
+    # Added to a function job's derived deadline (its timeout x attempts plus retry delays).
+    deadline_margin_s: float = Field(default=60, ge=0)
     # A finished function job's result lists its runs (one admin read per job).
     run_history: bool = True
 
@@ -134,6 +136,8 @@ class WorkspaceConfig(_Section):
     request_timeout_s: float = Field(default=10, gt=0)
     # Rows asked for per page of a Function operations list route (its Limit).
     list_page_size: int = Field(default=200, ge=1, le=1000)
+    # The runtime Job timeout of this workspace: what a job's null TimeoutSeconds means.
+    job_timeout_default_s: float = Field(default=300, gt=0)
     paths: WorkspacePaths = Field(default_factory=WorkspacePaths)
 
     @field_validator("name")

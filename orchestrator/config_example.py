@@ -33,6 +33,8 @@ NOTES = {
     "store.commit_interval_s": "group commit: gather writes this long",
     "store.synchronous": "FULL survives power loss; NORMAL only crashes",
     "polling.run_history": "a finished job with retries lists its runs",
+    "polling.deadline_margin_s": "added to a function job's deadline derived from the job",
+    "workspaces.job_timeout_default_s": "the runtime Job timeout a null TimeoutSeconds means",
     "workspaces.max_in_flight": "requests of every kind at once",
     "workspaces.max_requests_per_second": "held over every one-second window",
     "workspaces.list_page_size": "Limit of each Function operations list page",

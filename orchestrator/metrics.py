@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from orchestrator.loopmetrics import LoopCounter, LoopHistogram
-from orchestrator.vocabulary import Kind, Outcome, PollResult
+from orchestrator.vocabulary import BUILD_KINDS, BuildReasonCode, Kind, Outcome, PollResult
 
 DELIVERY_RESULTS = ("delivered", "retry", "dead")
 
@@ -101,6 +101,12 @@ class Metrics:
             buckets=DELIVERY_LATENCY_BUCKETS,
             registry=r,
         )
+        self.build_failures_total = Counter(
+            "orchestrator_build_failures_total",
+            "Builds that ended failed, by their Failure.ReasonCode (bounded; the rest: other).",
+            ["workspace", "kind", "reason_code"],
+            registry=r,
+        )
         self.workspace_up = Gauge(
             "orchestrator_workspace_up",
             "1 when the last status read of the workspace got an HTTP answer that was not 5xx.",
@@ -166,6 +172,9 @@ class Metrics:
                     self.polls_total.labels(workspace=ws, kind=kind, result=poll_result)
                 for outcome in Outcome:
                     self.trackings_terminal_total.labels(workspace=ws, kind=kind, outcome=outcome)
+            for kind in BUILD_KINDS:
+                for code in BuildReasonCode:
+                    self.build_failures_total.labels(workspace=ws, kind=kind, reason_code=code)
         for kind in Kind:
             for outcome in Outcome:
                 self.time_to_terminal_seconds.labels(kind=kind, outcome=outcome)

@@ -27,6 +27,7 @@ def tracking_resource(t: Tracking) -> dict[str, Any]:
         "next_poll_reason": t.next_poll_reason if t.state == TrackingState.ACTIVE else None,
         "last_error": t.last_error,
         "deadline_at": iso(t.deadline_at),
+        "deadline_source": t.deadline_source,
         "created_at": iso(t.created_at),
         "terminal_at": iso(t.terminal_at),
         "labels": dict(t.labels),

@@ -99,8 +99,9 @@ class Tracker:
         ``expected_modified_at``: the job's ModifiedAt the caller saw (None: read it
         now). Raises what ``active_function_job`` raises, or EndedMeanwhile.
         """
-        await self.active_function_job(tracking_id)
-        answer = await self._engine.stop_retries(tracking_id, expected_modified_at)
+        tracking = await self.active_function_job(tracking_id)
+        # The stored body may already show an accepted stop or CanStopRetries: false.
+        answer = await self._engine.stop_retries(tracking_id, expected_modified_at, tracking.remote)
         if answer is None:
             raise EndedMeanwhile
         return answer

@@ -30,6 +30,35 @@ STATUS_KINDS: tuple[Kind, ...] = (
 )
 
 
+BUILD_KINDS: tuple[Kind, ...] = (Kind.NET_OPERATION_BUILD, Kind.WORKSPACE_UI_BUILD)
+
+
+class BuildReasonCode(StrEnum):
+    """A failed build's ``Failure.ReasonCode`` as a bounded metric label; any other is OTHER."""
+
+    STORAGE_CAPACITY_EXHAUSTED = "storage_capacity_exhausted"  # an operator frees storage
+    PUBLICATION_COMMIT_UNCONFIRMED = "publication_commit_unconfirmed"  # an operator verifies
+    COMPILATION_FAILED = "compilation_failed"
+    CHECK_RULE_VIOLATION = "check_rule_violation"
+    OTHER = "other"  # unknown codes, and failures without a Failure object
+
+    @classmethod
+    def label(cls, code: object) -> BuildReasonCode:
+        if isinstance(code, str):
+            for member in cls:
+                if member is not cls.OTHER and member.value == code:
+                    return member
+        return cls.OTHER
+
+
+class DeadlineSource(StrEnum):
+    """Which rule set a tracking's ``deadline_at``."""
+
+    CALLER = "caller"  # the intake's deadline_at or timeout_s
+    DERIVED = "derived"  # a function job's, from the job's own timeout and retries
+    DEFAULT = "default"  # polling.default_deadline_s (a function job's until a read shows it)
+
+
 class TrackingState(StrEnum):
     """Active while it is polled; terminal once it has its outcome."""
 

@@ -14,7 +14,7 @@ from orchestrator.config import Settings, WorkspaceConfig
 from orchestrator.errors import ApiProblem
 from orchestrator.interpret import extract_polling_url, extract_remote_id, polling_url_matches
 from orchestrator.store.base import NewTracking
-from orchestrator.vocabulary import Kind
+from orchestrator.vocabulary import DeadlineSource, Kind
 
 _PATHS = {
     Kind.FUNCTION_JOB: lambda w: w.paths.function_job,
@@ -71,7 +71,7 @@ def validate_intake(raw: Any, settings: Settings, now: float) -> NewTracking:
     if workspace is None:
         raise _invalid("workspace", f"unknown workspace {body.workspace!r}")
     remote_id = _remote_id(body, workspace)
-    deadline = _deadline(body, settings, now)
+    deadline, source = _deadline(body, settings, now)
     if body.callback_url is not None and not callback_allowed(
         body.callback_url, settings.events.callback_allowlist
     ):
@@ -88,6 +88,7 @@ def validate_intake(raw: Any, settings: Settings, now: float) -> NewTracking:
         correlation_id=body.correlation_id,
         callback_url=body.callback_url,
         notify=body.notify,
+        deadline_source=source,
     )
 
 
@@ -114,7 +115,9 @@ def _remote_id(body: IntakeBody, workspace: WorkspaceConfig) -> str:
     return found
 
 
-def _deadline(body: IntakeBody, settings: Settings, now: float) -> float:
+def _deadline(body: IntakeBody, settings: Settings, now: float) -> tuple[float, DeadlineSource]:
+    """The deadline and the rule that set it. Without one from the caller, a function
+    job's is derived from the job by the engine once a read shows it (CONTRACT 3)."""
     polling = settings.polling
     if body.deadline_at is not None:
         deadline = body.deadline_at.timestamp()
@@ -122,12 +125,12 @@ def _deadline(body: IntakeBody, settings: Settings, now: float) -> float:
             raise _invalid("deadline_at", "is in the past")
         if deadline - now > polling.max_deadline_s:
             raise _invalid("deadline_at", "is beyond polling.max_deadline_s")
-        return deadline
+        return deadline, DeadlineSource.CALLER
     if body.timeout_s is not None:
         if body.timeout_s > polling.max_deadline_s:
             raise _invalid("timeout_s", "is beyond polling.max_deadline_s")
-        return now + body.timeout_s
-    return now + polling.default_deadline_s
+        return now + body.timeout_s, DeadlineSource.CALLER
+    return now + polling.default_deadline_s, DeadlineSource.DEFAULT
 
 
 def follow_up_items(raw: Any) -> tuple[FollowUpsBody, list[dict[str, Any]]]:

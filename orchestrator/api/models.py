@@ -11,7 +11,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from orchestrator.vocabulary import ErrorKind, Kind, NextPollReason, Outcome, TrackingState
+from orchestrator.vocabulary import (
+    DeadlineSource,
+    ErrorKind,
+    Kind,
+    NextPollReason,
+    Outcome,
+    TrackingState,
+)
 
 REMOTE_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,200}")
 LABEL_KEY_RE = re.compile(r"[A-Za-z0-9_.-]{1,63}")
@@ -148,6 +155,14 @@ class TrackingOut(BaseModel):
     )
     last_error: LastError | None
     deadline_at: str
+    deadline_source: DeadlineSource | None = Field(
+        default=None,
+        description=(
+            "which rule set deadline_at: caller (deadline_at or timeout_s), derived (a function "
+            "job's, from its TimeoutSeconds, attempts and retry delays once a read showed them) "
+            "or default (polling.default_deadline_s); null for trackings stored before it was kept"
+        ),
+    )
     created_at: str
     terminal_at: str | None
     labels: dict[str, str]

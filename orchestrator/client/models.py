@@ -39,6 +39,8 @@ class Tracking:
     labels: dict[str, str]
     correlation_id: str | None
     raw: dict[str, Any] = field(repr=False, compare=False)
+    # caller, derived or default (None from a service that predates it)
+    deadline_source: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -70,6 +72,7 @@ class Tracking:
             labels=dict(data.get("labels") or {}),
             correlation_id=data.get("correlation_id"),
             raw=dict(data),
+            deadline_source=data.get("deadline_source"),
         )
 
 

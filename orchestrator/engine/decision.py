@@ -15,13 +15,14 @@ from orchestrator.config import PollingConfig
 from orchestrator.engine.backoff import next_delay
 from orchestrator.interpret import TERMINAL_PHASES
 from orchestrator.kinds.base import Judgement
-from orchestrator.vocabulary import NextPollReason, Outcome
+from orchestrator.vocabulary import DeadlineSource, NextPollReason, Outcome
 
 
 class PollState(Protocol):
     """The tracking state a decision reads (the engine's entry)."""
 
     remote_id: str
+    created_at: float
     remote_status: str | None
     fingerprint: str
     digest: bytes | None
@@ -30,7 +31,9 @@ class PollState(Protocol):
     nf_first: float
     deadline: float
     deadline_mono: float
+    deadline_source: str | None
     last_error: dict[str, Any] | None
+    anomaly: dict[str, Any] | None  # while failing closed: the last contract anomaly
 
 
 @dataclass(slots=True)
@@ -54,18 +57,41 @@ class Decision:
     outcome: str | None = None
     result: dict[str, Any] | None = None
     conclude: bool = False
+    anomaly: dict[str, Any] | None = None
+    deadline: float | None = None  # a deadline derived now from the job (wall time)
     changed: bool = False  # the remote state changed: store it, restart the backoff
     status_moved: bool = False  # the remote status changed (a status_changed event)
 
 
-def deadline_result(s: PollState, last_error: dict[str, Any] | None) -> dict[str, Any]:
-    """What a tracking that ran out of time reports: the id and the latest state."""
+def deadline_result(
+    s: PollState, last_error: dict[str, Any] | None, deadline: float | None = None
+) -> dict[str, Any]:
+    """What a tracking that ran out of time reports: the id, the latest state and,
+    when it was failing closed, why (``last_anomaly``: the reason, missing evidence)."""
     return {
         "remote_id": s.remote_id,
         "last_remote_status": s.remote_status,
         "last_error": last_error,
-        "deadline_at": iso(s.deadline),
+        "deadline_at": iso(s.deadline if deadline is None else deadline),
+        "failing_closed": s.anomaly is not None,
+        "last_anomaly": s.anomaly,
     }
+
+
+def _anomaly(previous: dict[str, Any] | None, j: Judgement, now_w: float) -> dict[str, Any]:
+    """The anomaly a judged answer shows, dated from when that reason was first seen."""
+    details = j.anomaly_details or {}
+    same = previous is not None and previous.get("reason") == j.anomaly
+    out = {
+        "reason": j.anomaly,
+        "remote_status": j.remote_status,
+        "missing_evidence": details.get("missing_evidence"),
+        "first_seen_at": previous["first_seen_at"] if same and previous else iso(now_w),
+        "last_seen_at": iso(now_w),
+    }
+    if details.get("job_id") is not None:  # a schedule's occurrence
+        out["job_id"] = details["job_id"]
+    return out
 
 
 def decide(
@@ -82,11 +108,18 @@ def decide(
     judgement's) become monotonic ones by ``now_m - now_w``.
     """
     d = Decision(s.fingerprint, s.digest, s.remote_status, j.error, s.nf_count, s.nf_first)
+    d.anomaly = s.anomaly
+    deadline_mono = s.deadline_mono
+    if j.budget_s is not None and s.deadline_source == DeadlineSource.DEFAULT:
+        # No deadline from the caller: the job's own budget, from the intake time.
+        d.deadline = s.created_at + min(j.budget_s + p.deadline_margin_s, p.max_deadline_s)
+        deadline_mono = d.deadline + (now_m - now_w)
     if j.label == "not_found":
         if d.nf_count == 0:
             d.nf_first = now_w
         d.nf_count += 1
-        if d.nf_count >= p.not_found_confirmations and now_w - d.nf_first >= p.not_found_min_s:
+        confirmed = d.nf_count >= p.not_found_confirmations
+        if confirmed and now_w - d.nf_first >= p.not_found_min_s and not j.hold:
             d.outcome = Outcome.NOT_FOUND
             d.result = {"remote_id": s.remote_id}
             if j.not_found_reason is not None:
@@ -104,12 +137,14 @@ def decide(
         d.changed = j.fingerprint != s.fingerprint
         d.status_moved = j.remote_status != s.remote_status
         d.fingerprint, d.digest, d.remote_status = j.fingerprint, j.digest, j.remote_status
+        # A judged answer says whether the tracking is failing closed now.
+        d.anomaly = None if j.anomaly is None else _anomaly(s.anomaly, j, now_w)
         if j.phase in TERMINAL_PHASES:
             d.outcome, d.result, d.conclude = j.phase.value, j.result, j.conclude
             return d
-    if now_m >= s.deadline_mono:
+    if now_m >= deadline_mono:
         d.outcome = Outcome.DEADLINE_EXCEEDED
-        d.result = {**deadline_result(s, d.last_error), **(j.summary or {})}
+        d.result = {**deadline_result(s, d.last_error, d.deadline), **(j.summary or {})}
         return d
 
     d.delay = next_delay(
@@ -118,7 +153,7 @@ def decide(
     due = now_m + d.delay * (1.0 + p.jitter * (2.0 * draw - 1.0))
     reason = NextPollReason.BACKOFF
     to_mono = now_m - now_w
-    if j.label == "not_found":
+    if j.label == "not_found" and not j.hold:
         # Backoff must not stretch the confirmation window far past its minimum.
         # The next read confirms the 404 (or not), whichever time it falls at.
         soon = now_m + max(d.nf_first + p.not_found_min_s - now_w, p.initial_delay_s)
@@ -131,7 +166,7 @@ def decide(
         due, reason = j.next_run_at + to_mono, NextPollReason.NEXT_RUN_AT
     if j.retry_after is not None and now_m + j.retry_after > due:
         due, reason = now_m + j.retry_after, NextPollReason.RETRY_AFTER
-    if due >= s.deadline_mono:
-        due, reason = s.deadline_mono, NextPollReason.DEADLINE
+    if due >= deadline_mono:
+        due, reason = deadline_mono, NextPollReason.DEADLINE
     d.due, d.reason = due, reason
     return d

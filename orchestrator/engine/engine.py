@@ -35,7 +35,7 @@ from orchestrator.metrics import Metrics
 from orchestrator.platform.run_history import RunHistory
 from orchestrator.platform.stop_retries import RetryStopper, StopAnswer
 from orchestrator.store.base import Store, Tracking
-from orchestrator.vocabulary import NextPollReason
+from orchestrator.vocabulary import DeadlineSource, NextPollReason
 from orchestrator.workspace.client import WorkspaceClient
 from orchestrator.workspace.enums import keep_enums_fresh
 
@@ -81,6 +81,10 @@ class Engine:
                 lambda ws, result: self.probes.admin_request(ws, "function_runs", result)
             )
         self.handlers: dict[str, KindHandler] = handlers(history)
+        self.stoppers = {  # one per workspace: each remembers the stops it saw accepted
+            ws: RetryStopper(client, self.probes.admin_requests_of(ws))
+            for ws, client in clients.items()
+        }
         self._stop = asyncio.Event()
         self._pollers = anyio.CancelScope()
         self._pollers_done = asyncio.Event()
@@ -219,7 +223,11 @@ class Engine:
         previous_error = entry.last_error
         entry.fingerprint, entry.digest = d.fingerprint, d.digest
         entry.remote_status, entry.last_error = d.remote_status, d.last_error
-        entry.nf_count, entry.nf_first = d.nf_count, d.nf_first
+        entry.nf_count, entry.nf_first, entry.anomaly = d.nf_count, d.nf_first, d.anomaly
+        if d.deadline is not None:  # derived from the job, once: stored before anything else
+            entry.deadline, entry.deadline_source = d.deadline, DeadlineSource.DERIVED
+            entry.deadline_mono = d.deadline + now_m - now_w
+            self.writer.add(entry.update(now_w, None, False, now_w, deadline_moved=True))
         for snapshot, occurrence in j.occurrences:
             tracking = entry.to_tracking(remote=snapshot, last_polled_at=now_w)
             reported = self.events.occurrence(tracking, occurrence, now_w)
@@ -325,16 +333,15 @@ class Engine:
             self.nudge(tracking_id)
         return answer
 
-    async def stop_retries(self, tracking_id: str, expected: str | None) -> StopAnswer | None:
-        """Stop a function job's retry chain; None when no longer active here."""
+    async def stop_retries(
+        self, tracking_id: str, expected: str | None, known: object = None
+    ) -> StopAnswer | None:
+        """Stop a function job's retry chain (``known``: its latest stored body);
+        None when no longer active here."""
         entry = self.entries.get(tracking_id)
         if entry is None:
             return None
-        ws = entry.workspace
-        stopper = RetryStopper(
-            self.clients[ws], lambda route, result: self.probes.admin_request(ws, route, result)
-        )
-        answer = await stopper.stop(entry.remote_id, expected)
+        answer = await self.stoppers[entry.workspace].stop(entry.remote_id, expected, known)
         if answer.status == 202:
             self.nudge(tracking_id)
         return answer

@@ -17,11 +17,13 @@ _NO_LABELS: dict[str, str] = {}
 
 class Entry:
     __slots__ = (
+        "anomaly",
         "callback_url",
         "correlation_id",
         "created_at",
         "deadline",
         "deadline_mono",
+        "deadline_source",
         "delay",
         "digest",
         "due",
@@ -51,6 +53,7 @@ class Entry:
         self.kind = sys.intern(t.kind)
         self.remote_id = t.remote_id
         self.deadline = t.deadline_at
+        self.deadline_source = t.deadline_source
         self.deadline_mono = deadline_mono
         self.created_at = t.created_at
         self.notify = t.notify
@@ -70,6 +73,7 @@ class Entry:
         self.gen = 0
         self.nf_count = 0
         self.nf_first = 0.0
+        self.anomaly: dict[str, object] | None = None  # the last one, while failing closed
         self.resumed = False  # resumed at start-up and not read yet by this process
         self.reason = NextPollReason.FIRST_READ  # why the next read is due when it is
 
@@ -99,6 +103,7 @@ class Entry:
             next_poll_at=next_poll_at,
             last_error=self.last_error,
             deadline_at=self.deadline,
+            deadline_source=self.deadline_source,
             created_at=self.created_at,
             terminal_at=terminal_at,
             labels=dict(self.labels),
@@ -115,6 +120,7 @@ class Entry:
         changed: bool,
         next_poll_at: float,
         event: NewEvent | None = None,
+        deadline_moved: bool = False,
     ) -> PollUpdate:
         """This entry's state as a poll result to store (``remote`` when ``changed``)."""
         return PollUpdate(
@@ -129,4 +135,5 @@ class Entry:
             digest=self.digest if changed else None,
             last_error=self.last_error,
             event=event,
+            deadline=(self.deadline, self.deadline_source or "") if deadline_moved else None,
         )

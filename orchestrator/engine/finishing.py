@@ -132,7 +132,8 @@ class Finisher:
         self._owner.ended(entry)
         self._probes.active(entry.workspace, entry.kind).dec()
         if done and done[0]:
-            self._probes.terminal(entry.workspace, entry.kind, outcome, now_w - entry.created_at)
+            elapsed = now_w - entry.created_at
+            self._probes.terminal(entry.workspace, entry.kind, outcome, elapsed, result)
             log.info(
                 "tracking finished",
                 extra={

@@ -7,9 +7,11 @@ child is looked up once and kept.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from orchestrator.metrics import Metrics
+from orchestrator.vocabulary import BUILD_KINDS, BuildReasonCode, Outcome
 
 
 class PollMetrics:
@@ -68,13 +70,30 @@ class PollMetrics:
     def admin_request(self, workspace: str, route: str, result: str) -> None:
         self._m.admin_requests_total.labels(workspace=workspace, route=route, result=result).inc()
 
+    def admin_requests_of(self, workspace: str) -> Callable[[str, str], None]:
+        """``admin_request`` for one workspace, as (route, result)."""
+        return lambda route, result: self.admin_request(workspace, route, result)
+
     def anomaly(self, workspace: str, kind: str, reason: str) -> None:
         self._m.contract_anomalies_total.labels(workspace=workspace, kind=kind, reason=reason).inc()
 
-    def terminal(self, workspace: str, kind: str, outcome: str, elapsed: float) -> None:
+    def terminal(
+        self,
+        workspace: str,
+        kind: str,
+        outcome: str,
+        elapsed: float,
+        result: dict[str, Any] | None = None,
+    ) -> None:
         self._m.trackings_terminal_total.labels(
             workspace=workspace, kind=kind, outcome=outcome
         ).inc()
+        if outcome == Outcome.FAILED and kind in BUILD_KINDS:
+            failure = (result or {}).get("failure")
+            code = BuildReasonCode.label(failure.get("reason_code") if failure else None)
+            self._m.build_failures_total.labels(
+                workspace=workspace, kind=kind, reason_code=code
+            ).inc()
         self._m.time_to_terminal_seconds.labels(kind=kind, outcome=outcome).observe(
             max(0.0, elapsed)
         )

@@ -9,7 +9,7 @@ from orchestrator.interpret.extract import (
     extract_remote_id,
     polling_url_matches,
 )
-from orchestrator.interpret.interpreter import interpret
+from orchestrator.interpret.interpreter import interpret, missing_evidence
 from orchestrator.interpret.verdict import TERMINAL_PHASES, EnumMap, Phase, Verdict
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "extract_remote_id",
     "fallback_enums",
     "interpret",
+    "missing_evidence",
     "polling_url_matches",
     "resolve_enums",
 ]

@@ -182,11 +182,21 @@ def _job(model: Mapping[str, Any], status: str, enums: EnumMap) -> Verdict:
 def _missing_evidence(
     run: Mapping[str, Any] | None, run_status: str | None, run_outcome: _Outcome
 ) -> list[str]:
-    """What a Completed job lacks of its success evidence (empty when it is all there)."""
+    return missing_evidence(run, run_status if run_outcome == "ok" else None)
+
+
+def missing_evidence(run: Mapping[str, Any] | None, run_status: str | None) -> list[str]:
+    """What a Completed job lacks of its Run evidence (empty when it is all there).
+
+    The platform publishes Completed only once the run is durably Success or
+    Skipped with CompletedAt, DurationMs and a non-empty ResultSummary; the same
+    rule judges a status body and a schedule's occurrence. ``run_status`` is the
+    run's resolved status name (None when it could not be resolved).
+    """
     if run is None:
         return ["run"]
     missing = []
-    if run_outcome != "ok" or run_status not in _SUCCESS_RUN_STATUSES:
+    if run_status not in _SUCCESS_RUN_STATUSES:
         missing.append("run.status")
     if as_timestamp(get_ci(run, "CompletedAt")) is None:
         missing.append("run.completed_at")

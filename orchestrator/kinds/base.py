@@ -59,6 +59,11 @@ class Judgement:
     occurrences: Sequence[tuple[Any, dict[str, Any]]] = ()
     summary: Mapping[str, Any] | None = None  # added to not_found/deadline results
     not_found_reason: str | None = None
+    # A function job's whole budget as its body shows it (TimeoutSeconds x attempts plus
+    # retry delays): what a tracking without the caller's deadline derives its own from.
+    budget_s: float | None = None
+    # Work the tracking waits for has not ended: a confirmed 404 does not end it yet.
+    hold: bool = False
     # the terminal result still needs the handler's ``conclude`` (side reads)
     conclude: bool = False
 

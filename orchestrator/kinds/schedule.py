@@ -4,7 +4,10 @@ One poll reads the schedule and the Function operations jobs and runs filtered
 by its ScheduleId, and reports each newly finished occurrence once. It ends
 ``cancelled`` (reason ``schedule_disabled``) once the schedule is disabled,
 ``not_found`` (reason ``schedule_deleted``) after the usual confirmations, or
-at its deadline.
+at its deadline. Disabling or deleting a schedule stops new occurrences, not
+the work already created (contract section 2): the tracking first follows
+every job it still has in progress, and the one the schedule last named
+active, to its end and reports it.
 
 Exactly once, across restarts: each occurrence comes with the snapshot of the
 follow state that records it as reported, and the engine writes its event in
@@ -76,7 +79,12 @@ class _Followed:
             "occurrences_reported": self.state.count,
             "last_occurrence": self.state.last,
             "active_occurrences": [public(o) for o in self.pending],
+            "awaiting_job_id": self.state.awaiting,
         }
+
+    def holding(self) -> bool:
+        """Stopped, with work it had created still to end."""
+        return self.state.stopped and (bool(self.pending) or self.state.awaiting is not None)
 
 
 class _Reads(NamedTuple):
@@ -87,6 +95,8 @@ class _Reads(NamedTuple):
     found: Scan | None
     trouble: ReadResult | None
     reads: list[ReadResult]
+    stopped: bool  # read disabled, or deleted (404)
+    awaiting: str | None  # the job to follow to its end once stopped
 
 
 def _not_an_object(read: ReadResult) -> ReadResult:
@@ -124,10 +134,20 @@ class ScheduleHandler:
         trouble = sched if sched.result not in ("ok", "not_found") else None
         if sched.result == "ok" and not isinstance(sched.body, Mapping):
             trouble = _not_an_object(sched)
+        stopped = sched.result == "not_found" or (
+            trouble is None and (text(sched.body, "Status") or "").lower() == "disabled"
+        )
+        awaiting = followed.state.awaiting
+        if stopped and not followed.state.stopped:
+            # The job it had already created: the last schedule body read names it.
+            last = sched.body if sched.result == "ok" else followed.schedule
+            awaiting = text(last, "ActiveJobId")
         found: Scan | None = None
         if trouble is None:
-            found, trouble = await self._read_occurrences(target, client, followed, reads)
-        return _Reads(followed, sched, found, trouble, reads)
+            found, trouble, awaiting = await self._read_occurrences(
+                target, client, followed, reads, awaiting
+            )
+        return _Reads(followed, sched, found, trouble, reads, stopped, awaiting)
 
     def judge(self, target: PollTarget, client: WorkspaceClient, found: _Reads) -> Judgement:
         return self._judge(target, *found)
@@ -138,7 +158,8 @@ class ScheduleHandler:
         client: WorkspaceClient,
         followed: _Followed,
         reads: list[ReadResult],
-    ) -> tuple[Scan | None, ReadResult | None]:
+        awaiting: str | None,
+    ) -> tuple[Scan | None, ReadResult | None, str | None]:
         paths = client.cfg.paths
         query = {
             "Source": "Schedule",
@@ -148,14 +169,26 @@ class ScheduleHandler:
         jobs, jread = await read_rows(client, paths.function_jobs, query, "JobId", "CreatedAt")
         reads.append(jread)
         if jobs is None:
-            return None, jread
+            return None, jread, awaiting
+        if awaiting is not None and f"job:{awaiting}" in followed.state.reported:
+            awaiting = None
+        if awaiting is not None and awaiting not in {text(row, "JobId") for row in jobs}:
+            # Created before this tracking's watermark: the list does not show it.
+            direct = await client.call("GET", paths.operations_job.replace("{id}", awaiting))
+            reads.append(direct)
+            if direct.result == "not_found":
+                awaiting = None  # nothing left to follow
+            elif direct.result != "ok" or not isinstance(direct.body, Mapping):
+                return None, direct if direct.result != "ok" else _not_an_object(direct), awaiting
+            else:
+                jobs = [*jobs, direct.body]
         runs, rread = await read_rows(client, paths.function_runs, query, "RunId", "StartedAt")
         reads.append(rread)
         if runs is None:
-            return None, rread
+            return None, rread, awaiting
         enums = client.enums["function_job"].values
         job_status, run_status = enums.get("status", {}), enums.get("run.status", {})
-        return scan(followed.state, jobs, runs, job_status, run_status), None
+        return scan(followed.state, jobs, runs, job_status, run_status), None, awaiting
 
     @staticmethod
     def _judge(
@@ -165,9 +198,14 @@ class ScheduleHandler:
         found: Scan | None,
         trouble: ReadResult | None,
         reads: list[ReadResult],
+        stopped: bool,
+        awaiting: str | None,
     ) -> Judgement:
         reported: list[tuple[Any, dict[str, Any]]] = []
+        state = followed.state
         if found is not None:
+            # Set before marking, so that reporting the awaited job clears it.
+            state.stopped, state.awaiting = stopped, awaiting if stopped else None
             followed.pending = found.pending
             for occurrence in found.finished:
                 mark(followed.state, occurrence)
@@ -182,13 +220,24 @@ class ScheduleHandler:
             error=None if trouble is None else trouble.error,
             occurrences=reported,
             not_found_reason="schedule_deleted",
+            hold=found is None or followed.holding(),
         )
+        if found is not None and found.anomalies:
+            # Completed without its Run evidence: the occurrence stays pending (fail
+            # closed) and the anomaly is counted like a job's.
+            first = found.anomalies[0]
+            j.anomaly = "completed_without_evidence"
+            j.anomaly_details = {
+                "kind": "schedule",
+                "job_id": first["job_id"],
+                "missing_evidence": first["missing_evidence"],
+            }
         if trouble is None and sched.result == "ok":
             followed.schedule = sched.body
             status = text(sched.body, "Status")
             j.phase = Phase.PENDING
             j.remote_status = status
-            if (status or "").lower() == "disabled":
+            if (status or "").lower() == "disabled" and not j.hold:
                 j.phase = Phase.CANCELLED
                 j.result = {"remote_id": target.remote_id, "reason": "schedule_disabled"}
                 j.result.update(followed.summary())
@@ -196,6 +245,11 @@ class ScheduleHandler:
             next_run = as_timestamp(get_ci(followed.schedule, "NextRunAt"))
             if next_run is not None and not followed.pending:
                 j.read_by = next_run  # between occurrences: read just after the next one
+        elif found is not None and sched.result == "not_found":
+            # Deleted, its work still followed: a change in it restarts the backoff.
+            j.phase = Phase.PENDING
+            j.remote_status = text(followed.schedule, "Status")
+            j.fingerprint = followed.fingerprint()
         j.remote = followed.remote()
         j.summary = followed.summary()
         return j

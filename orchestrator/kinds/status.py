@@ -6,6 +6,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.interpret import Phase, interpret
+from orchestrator.interpret.budget import job_budget
 from orchestrator.kinds.base import Judgement, PollTarget
 from orchestrator.workspace.readresult import ReadResult
 
@@ -81,6 +82,8 @@ class StatusHandler:
     def judge(self, target: PollTarget, client: WorkspaceClient, found: ReadResult) -> Judgement:
         j = judge(self.kind, found, client.enums[self.kind])
         j.conclude = self._history is not None and j.phase in _TERMINAL
+        if self.kind == "function_job" and j.phase is not None and not j.unchanged:
+            j.budget_s = job_budget(found.body, client.cfg.job_timeout_default_s)
         return j
 
     async def conclude(

@@ -5,7 +5,9 @@ Schedule``) or, because the previous job was still Queued or Leased, left a
 Skipped run with no job. It is *finished* when:
 
 - its job is Completed and its latest run is durably Success or Skipped with
-  CompletedAt (the same evidence a job status read needs; without it we wait);
+  CompletedAt, DurationMs and a non-empty ResultSummary (the evidence a job
+  status read needs, ``interpret.missing_evidence``); without it the
+  occurrence stays pending, named in ``Scan.anomalies`` (fail closed);
 - its job is Failed or Cancelled and its latest run, if it has one, is no
   longer Running;
 - it is a Skipped run (no job).
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.clock import iso
+from orchestrator.interpret import missing_evidence
 from orchestrator.platform.wire import as_timestamp, enum_name, get_ci, text
 
 Row = Mapping[str, Any]
@@ -33,7 +36,6 @@ Row = Mapping[str, Any]
 # workspace): the watermark trails the newest one seen by this much.
 LAG_MARGIN_S = 120.0
 TERMINAL_JOB = ("Completed", "Failed", "Cancelled")
-_EVIDENCE_RUN = ("Success", "Skipped")
 
 
 @dataclass(slots=True)
@@ -42,6 +44,11 @@ class FollowState:
     reported: dict[str, float] = field(default_factory=dict)
     count: int = 0
     last: dict[str, Any] | None = None
+    # The schedule was seen disabled or deleted: from then on the tracking only
+    # waits for the work it had already created, ``awaiting`` the job the
+    # schedule named active then, until that job is reported.
+    stopped: bool = False
+    awaiting: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -49,6 +56,8 @@ class FollowState:
             "reported": dict(self.reported),
             "count": self.count,
             "last": self.last,
+            "stopped": self.stopped,
+            "awaiting": self.awaiting,
         }
 
     @classmethod
@@ -60,6 +69,7 @@ class FollowState:
         reported = raw.get("reported")
         count = raw.get("count")
         last = raw.get("last")
+        awaiting = raw.get("awaiting")
         return cls(
             since=since if since is not None else default_since,
             reported={
@@ -69,6 +79,8 @@ class FollowState:
             },
             count=count if isinstance(count, int) and not isinstance(count, bool) else 0,
             last=dict(last) if isinstance(last, Mapping) else None,
+            stopped=raw.get("stopped") is True,
+            awaiting=awaiting if isinstance(awaiting, str) and awaiting else None,
         )
 
 
@@ -77,6 +89,8 @@ class Scan:
     finished: list[dict[str, Any]]  # not yet reported, oldest first
     pending: list[dict[str, Any]]  # jobs not finished yet, oldest first
     newest: float | None  # the time of the newest occurrence seen
+    # pending jobs that say Completed without their Run evidence (a contract anomaly)
+    anomalies: list[dict[str, Any]] = field(default_factory=list)
 
 
 def scan(
@@ -129,7 +143,9 @@ def scan(
     pending.sort(key=lambda pair: (pair[0], pair[1]["key"]))
     for at, occ in finished + pending:
         occ["at"] = at
-    return Scan([o for _, o in finished], [o for _, o in pending], newest)
+    waiting = [o for _, o in pending]
+    anomalies = [o for o in waiting if o.get("missing_evidence")]
+    return Scan([o for _, o in finished], waiting, newest, anomalies)
 
 
 def mark(state: FollowState, occurrence: dict[str, Any]) -> None:
@@ -137,6 +153,8 @@ def mark(state: FollowState, occurrence: dict[str, Any]) -> None:
     state.reported[occurrence["key"]] = float(occurrence["at"])
     state.count += 1
     state.last = public(occurrence)
+    if occurrence.get("job_id") is not None and occurrence["job_id"] == state.awaiting:
+        state.awaiting = None
 
 
 def settle(state: FollowState, result: Scan) -> None:
@@ -212,13 +230,15 @@ def _job_occurrence(
     run = _latest_run(job, runs)
     summary = _run_summary(run, run_status)
     finished = False
+    missing: list[str] = []
     if status == "Completed":
-        finished = summary["run_status"] in _EVIDENCE_RUN and summary["completed_at"] is not None
+        missing = missing_evidence(run, summary["run_status"])
+        finished = not missing
     elif status in TERMINAL_JOB:
         finished = run is None or (
             summary["run_status"] is not None and summary["run_status"] != "Running"
         )
-    return {
+    occurrence = {
         "key": f"job:{job_id}",
         "skipped": False,
         "job_id": job_id,
@@ -230,6 +250,9 @@ def _job_occurrence(
         "active_job_id": None,
         "finished": finished,
     }
+    if missing:
+        occurrence["missing_evidence"] = missing
+    return occurrence
 
 
 def _skipped_occurrence(run: Row, run_id: str) -> dict[str, Any]:

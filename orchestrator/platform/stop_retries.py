@@ -6,6 +6,11 @@ report what the workspace decided. A queued job (or an expired lease) is
 finalized at once; a live leased attempt is cancelled cooperatively and may
 still complete. Either way the tracking keeps polling to the real terminal
 state. Repeating an accepted stop is idempotent; a stale version is refused.
+
+In this order: a stop already accepted for the job answers 200
+``already_requested`` whatever version it carries, and a projection that says
+``CanStopRetries: false`` a 409 naming its ``RetryStopState``, both without a
+request; only then the POST with ``ExpectedModifiedAt``.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from orchestrator.workspace.readresult import ReadResult
 STOP_REASON = "job.retry.stopRequested"
 _KIND = "function_job"
 _TERMINAL = ("Completed", "Failed", "Cancelled")
+_REMEMBERED = 10_000  # jobs whose accepted stop is remembered, the oldest forgotten first
 
 
 @dataclass(slots=True)
@@ -60,16 +66,58 @@ def stop_accepted(projection: Any) -> bool:
     )
 
 
+def _model(body: Any) -> Mapping[str, Any] | None:
+    """The job's model: the body itself, or its ``Data`` when it is an envelope."""
+    if not isinstance(body, Mapping):
+        return None
+    data = get_ci(body, "Data")
+    return data if get_ci(body, "Status") is None and isinstance(data, Mapping) else body
+
+
+def _cannot_stop(projection: Mapping[str, Any] | None, status: str | None) -> StopAnswer | None:
+    """A 409 when the projection says the chain cannot be stopped now (no request)."""
+    if projection is None or get_ci(projection, "CanStopRetries") is not False:
+        return None
+    state = text(projection, "RetryStopState")
+    return StopAnswer(
+        409,
+        f"the job's projection says CanStopRetries: false (RetryStopState: {state})",
+        projection,
+        status,
+        extra={"CanStopRetries": False},
+    )
+
+
 class RetryStopper:
     def __init__(self, client: WorkspaceClient, counted: Callable[[str, str], None]) -> None:
         """``counted(route, result)`` counts each administrative request made."""
         self._client = client
         self._counted = counted
+        # Job ids whose stop this process saw accepted, with the projection that said so.
+        self._accepted: dict[str, Any] = {}
 
-    async def stop(self, remote_id: str, expected_modified_at: str | None) -> StopAnswer:
+    def _remember(self, remote_id: str, projection: Any) -> None:
+        self._accepted[remote_id] = projection
+        if len(self._accepted) > _REMEMBERED:
+            del self._accepted[next(iter(self._accepted))]
+
+    async def stop(
+        self, remote_id: str, expected_modified_at: str | None, known: Any = None
+    ) -> StopAnswer:
+        """``known``: the latest status body the tracking holds (read no request for it)."""
         client = self._client
         paths = client.cfg.paths
         statuses = client.enums[_KIND].values.get("status", {})
+        held = _model(known)
+        held_status = enum_name(get_ci(held, "Status"), statuses) if held else None
+        if remote_id in self._accepted and (held is None or not stop_accepted(held)):
+            held = self._accepted[remote_id]  # fresher than the stored body
+            held_status = enum_name(get_ci(held, "Status"), statuses)
+        if remote_id in self._accepted or (held is not None and stop_accepted(held)):
+            return StopAnswer(200, "a retry-chain stop was already accepted", held, held_status)
+        refused = _cannot_stop(held, held_status)
+        if refused is not None:
+            return refused
         blocked = client.gate.blocked_for()
         if blocked > 0:
             return StopAnswer(
@@ -87,9 +135,13 @@ class RetryStopper:
             projection = read.body
             status = enum_name(get_ci(projection, "Status"), statuses)
             if stop_accepted(projection):
+                self._remember(remote_id, projection)
                 return StopAnswer(
                     200, "a retry-chain stop was already accepted", projection, status
                 )
+            refused = _cannot_stop(projection, status)
+            if refused is not None:
+                return refused
             version = text(projection, "ModifiedAt")
             if version is None:
                 return StopAnswer(502, "the job projection has no ModifiedAt", projection, status)
@@ -98,11 +150,15 @@ class RetryStopper:
         )
         if sent.http_status in (200, 201, 202) and isinstance(sent.body, Mapping):
             status = enum_name(get_ci(sent.body, "Status"), statuses)
+            self._remember(remote_id, sent.body)
             return StopAnswer(
                 202, "retry-chain stop accepted by the workspace", sent.body, status, version
             )
         if sent.http_status == 409:
-            return self._refused(sent.body, version, statuses)
+            answer = self._refused(sent.body, version, statuses)
+            if answer.status == 200:
+                self._remember(remote_id, answer.remote)
+            return answer
         if sent.result == "not_found":
             return StopAnswer(404, "Function operations has no such job", None, None, version)
         return StopAnswer(502, f"stop-retries failed: {sent.result}", None, None, version)

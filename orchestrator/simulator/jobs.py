@@ -75,15 +75,24 @@ def plan_attempts(
     return attempts
 
 
-def _error_text(meta: JobMeta, outcome: str) -> str:
+def _error_text(meta: JobMeta, outcome: str, runtime_timeout_s: int | None) -> str:
     if outcome == "timed_out":
+        if meta.timeout_seconds is None:  # the runtime's Job default applies
+            return f"The attempt exceeded the runtime default timeout ({runtime_timeout_s} s)."
         return f"The attempt exceeded TimeoutSeconds ({meta.timeout_seconds})."
     return "Upstream ledger API answered 502 Bad Gateway."
 
 
 class GeneratedJob:
-    def __init__(self, meta: JobMeta, attempts: list[Attempt], lease_timeout_s: float) -> None:
+    def __init__(
+        self,
+        meta: JobMeta,
+        attempts: list[Attempt],
+        lease_timeout_s: float,
+        runtime_timeout_s: int | None = None,
+    ) -> None:
         self.meta = meta
+        self.runtime_timeout_s = runtime_timeout_s
         self.attempts = attempts
         self.lease_timeout_s = lease_timeout_s
         self.final: Final | None = None
@@ -111,7 +120,9 @@ class GeneratedJob:
             "DurationMs": round((end - a.lease_at) * 1000) if done else None,
             "ResultSummary": summary if ok else None,
             "ResultData": {"processed": processed} if status == RUN_SUCCESS else None,
-            "ErrorSummary": None if ok or not done else _error_text(self.meta, a.outcome),
+            "ErrorSummary": None
+            if ok or not done
+            else _error_text(self.meta, a.outcome, self.runtime_timeout_s),
         }
 
     def _current(self, now: float) -> int:
@@ -123,7 +134,7 @@ class GeneratedJob:
     def _last_error(self, upto: int, now: float) -> str | None:
         for a in reversed(self.attempts[: upto + 1]):
             if now >= a.end_at and a.outcome not in _SUCCESSFUL:
-                return _error_text(self.meta, a.outcome)
+                return _error_text(self.meta, a.outcome, self.runtime_timeout_s)
         return None
 
     def view(self, now: float) -> View:

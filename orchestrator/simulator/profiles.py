@@ -66,6 +66,8 @@ class JobBehaviour:
     )
     max_attempts: int = 3
     retry_delay_s: float = 3.0
+    # The runtime's Job default (what a null TimeoutSeconds means), named in a
+    # timed-out error; a job shows TimeoutSeconds only when its publication declares one.
     timeout_seconds: int | None = 300
     lease_timeout_s: float = 30.0  # a hung lease counts as expired after this
     # Fixed outcomes per attempt (the last one repeats) instead of random draws,

@@ -106,9 +106,10 @@ async def script(request: web.Request) -> web.Response:
                 business_function_id=_function_id(key),
                 created_at=now,
                 correlation_id=opt_str(body, "correlation_id"),
-                timeout_seconds=300,
+                # As the platform: null unless a publication declares it.
+                timeout_seconds=_seconds(body, "timeout_seconds", None),
                 max_attempts=_int(body, "max_attempts", 3),
-                retry_delay_s=5.0,
+                retry_delay_s=float(_seconds(body, "retry_delay_s", 5) or 0),
             )
             st.add_job(ScriptedJob(meta, body.get("steps"), st.new_id))
             rid = meta.job_id
@@ -130,6 +131,15 @@ def _int(body: dict[str, Any], name: str, default: int) -> int:
     value = body.get(name, default)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100:
         raise BadRequest(f"{name} must be an integer from 1 to 100.")
+    return value
+
+
+def _seconds(body: dict[str, Any], name: str, default: int | None) -> int | None:
+    value = body.get(name, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 86400:
+        raise BadRequest(f"{name} must be an integer from 0 to 86400 or null.")
     return value
 
 

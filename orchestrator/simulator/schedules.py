@@ -1,4 +1,8 @@
-"""Function schedules: due CRON occurrences enqueue a job unless the previous one is still active.
+"""Function schedules: a due CRON occurrence enqueues a job unless the target is busy.
+
+The platform skips an occurrence (a Skipped run, no job) while the target
+function already has queued or running work, whatever started that work: an
+earlier occurrence, an API enqueue, another schedule.
 
 Evaluated lazily: a request that arrives after the earliest due occurrence
 replays every occurrence since, each at its own instant. Because job lifecycles
@@ -46,9 +50,11 @@ class ScheduleBook:
         enqueue: Callable[[Schedule, float], Job],
         find_job: Callable[[str], Job | None],
         new_id: Callable[[str], str],
+        busy: Callable[[str, float], Job | None],
     ) -> None:
         self._enqueue = enqueue
         self._find_job = find_job
+        self._busy = busy  # a queued or leased job of a function at an instant
         self._new_id = new_id
         self.schedules: dict[str, Schedule] = {}
         self.skipped_runs: list[tuple[float, dict[str, Any]]] = []
@@ -101,7 +107,7 @@ class ScheduleBook:
         self._refresh_due()
 
     def _fire(self, schedule: Schedule, at: float) -> None:
-        active = self._active_job(schedule, at)
+        active = self._busy(schedule.business_function_id, at)
         if active is None:
             job = self._enqueue(schedule, at)
             schedule.last_job_id, schedule.last_skipped = job.meta.job_id, False
@@ -127,7 +133,7 @@ class ScheduleBook:
                     "StartedAt": iso(at),
                     "CompletedAt": iso(at),
                     "DurationMs": 0,
-                    "ResultSummary": "Skipped: the previous occurrence is still Queued or Leased",
+                    "ResultSummary": "Skipped: the target function has queued or running work",
                     "ResultData": {"ActiveJobId": active.meta.job_id},
                     "ErrorSummary": None,
                 },

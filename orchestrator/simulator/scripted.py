@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.clock import iso, parse_iso
-from orchestrator.simulator.builds import build_body, failure_body, terminal_fields
+from orchestrator.simulator.builds import FAILURES, build_body, failure_body, terminal_fields
 from orchestrator.simulator.enums import (
     B_FAILED,
     B_QUEUED,
@@ -331,9 +331,15 @@ class ScriptedBuild(_Timeline):
             body = build_body(
                 build_id, status, kind, created_at, started, at if terminal else None, at
             )
-            body.update(terminal_fields(project, status, build_id, "storage_capacity_exhausted"))
+            # Each ReasonCode carries its own text: the ErrorSummary follows the
+            # failure a step names (a scripted failure without one is a storage one).
+            failure = raw.get("failure")
+            code = failure if isinstance(failure, str) else None
+            if isinstance(failure, dict) and isinstance(failure.get("ReasonCode"), str):
+                code = failure["ReasonCode"]
+            reason = code if code in FAILURES else "storage_capacity_exhausted"
+            body.update(terminal_fields(project, status, build_id, reason))
             if "failure" in raw:
-                failure = raw["failure"]
                 if isinstance(failure, str):
                     try:
                         failure = failure_body(failure)

@@ -60,7 +60,11 @@ class SimState:
         self.dedup: dict[tuple[str, str], str] = {}
         self.builds: dict[str, dict[str, Build]] = {"net": {}, "ui": {}}
         self.faults = FaultBook(self.fault_rng)
-        self.schedules = ScheduleBook(self._enqueue_occurrence, self.jobs.get, self.new_id)
+        # Per BusinessFunctionId, the jobs that may still be queued or leased.
+        self._live: dict[str, list[Job]] = {}
+        self.schedules = ScheduleBook(
+            self._enqueue_occurrence, self.jobs.get, self.new_id, self.busy
+        )
         self._install_defaults()
 
     def _reseed(self) -> None:
@@ -93,6 +97,7 @@ class SimState:
         self.settings = Settings(version=self.settings.version + 1)
         self.log.clear()
         self.jobs.clear()
+        self._live.clear()
         self.index.clear()
         self.dedup.clear()
         for builds in self.builds.values():
@@ -158,20 +163,44 @@ class SimState:
             trigger_binding_id=trigger_binding_id,
             correlation_id=correlation_id,
             dedup_key=dedup_key,
-            timeout_seconds=pub.timeout_seconds or behaviour.timeout_seconds,
+            timeout_seconds=pub.timeout_seconds,  # null unless the publication declares it
             max_attempts=behaviour.max_attempts,
             retry_delay_s=behaviour.retry_delay_s,
         )
         attempts = plan_attempts(self.rng, behaviour, now, self.new_id)
-        job = GeneratedJob(meta, attempts, behaviour.lease_timeout_s)
+        job = GeneratedJob(meta, attempts, behaviour.lease_timeout_s, behaviour.timeout_seconds)
         self.add_job(job)
         return job, True
 
     def add_job(self, job: Job) -> None:
         self.jobs[job.meta.job_id] = job
+        self._live.setdefault(job.meta.business_function_id, []).append(job)
         self.index.add(job)
         if job.meta.dedup_key is not None:
             self.dedup[(job.meta.function_key, job.meta.dedup_key)] = job.meta.job_id
+
+    def busy(self, business_function_id: str, at: float) -> Job | None:
+        """A job of the function that is Queued or Leased at ``at``, if any.
+
+        Occurrences fire in time order, so a job already terminal at ``at`` stays
+        so for every later question and is dropped from the function's list.
+        """
+        live = self._live.get(business_function_id)
+        if not live:
+            return None
+        found: Job | None = None
+        kept: list[Job] = []
+        for job in live:
+            if job.meta.created_at > at:
+                kept.append(job)
+                continue
+            view = job.view(at)
+            if view is None or view.status in (QUEUED, LEASED):
+                kept.append(job)
+                if found is None and view is not None:
+                    found = job
+        self._live[business_function_id] = kept
+        return found
 
     def _enqueue_occurrence(self, schedule: Schedule, at: float) -> Job:
         pub = Publication(schedule.business_function_id, None)

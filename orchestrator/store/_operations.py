@@ -70,6 +70,9 @@ def record_polls(conn: sqlite3.Connection, updates: Sequence[PollUpdate]) -> Non
         if conn.execute(queries.RECORD_POLL, _poll_params(update)).rowcount:
             append_event(conn, update.event)
     _record_plain(conn, plain)
+    for update in updates:
+        if update.deadline is not None:
+            conn.execute(queries.SET_DEADLINE, (*update.deadline, update.tracking_id))
 
 
 def _poll_params(update: PollUpdate) -> tuple[object, ...]:

@@ -49,6 +49,7 @@ def tracking(row: Sequence[Any]) -> Tracking:
         notify=row[19],
         remote_fingerprint=row[20],
         remote_digest=row[21],
+        deadline_source=row[22],
     )
 
 
@@ -75,6 +76,7 @@ def new_tracking(item: NewTracking) -> Tracking:
         correlation_id=item.correlation_id,
         callback_url=item.callback_url,
         notify=item.notify,
+        deadline_source=item.deadline_source,
     )
 
 
@@ -91,6 +93,7 @@ def insert_tracking_params(item: NewTracking) -> tuple[Any, ...]:
         item.correlation_id,
         item.callback_url,
         item.notify,
+        item.deadline_source,
     )
 
 

@@ -36,6 +36,7 @@ class NewTracking:
     correlation_id: str | None = None
     callback_url: str | None = None
     notify: str = "terminal"
+    deadline_source: str = "default"  # a DeadlineSource's value
 
 
 @dataclass(slots=True)
@@ -64,6 +65,8 @@ class Tracking:
     # (see engine/entry.py); ``load_active`` leaves ``remote`` out when a digest is set.
     remote_fingerprint: str | None = None
     remote_digest: bytes | None = None
+    # Which rule set deadline_at (a DeadlineSource's value; None: stored before it was kept).
+    deadline_source: str | None = "default"
     # Why the next read is due when it is: the engine's, not stored (None when
     # the engine does not hold the tracking, or it is terminal).
     next_poll_reason: NextPollReason | None = None
@@ -104,6 +107,8 @@ class PollUpdate:
     event: NewEvent | None = None  # a status_changed event, written in the same transaction
     fingerprint: str | None = None  # with a changed remote: its fingerprint and digest
     digest: bytes | None = None
+    # A new deadline (wall time, DeadlineSource value): a function job's, derived from it.
+    deadline: tuple[float, str] | None = None
 
 
 @dataclass(slots=True)

@@ -113,6 +113,8 @@ class MemoryStore(MemoryLog):
                 tracking.remote = copy.deepcopy(update.remote)
                 tracking.remote_fingerprint = update.fingerprint
                 tracking.remote_digest = update.digest
+            if update.deadline is not None:
+                tracking.deadline_at, tracking.deadline_source = update.deadline
             if update.event is not None:
                 self._append_event(update.event)
 

@@ -7,7 +7,8 @@ import functools
 TRACKING_COLUMNS = (
     "tracking_id, workspace, kind, remote_id, state, outcome, remote_status, remote, result,"
     " polls, last_polled_at, next_poll_at, last_error, deadline_at, created_at, terminal_at,"
-    " labels, correlation_id, callback_url, notify, remote_fingerprint, remote_digest"
+    " labels, correlation_id, callback_url, notify, remote_fingerprint, remote_digest,"
+    " deadline_source"
 )
 DELIVERY_COLUMNS = (
     "d.delivery_id, d.event_seq, e.event_id, d.destination, d.url, d.state, d.attempts,"
@@ -30,15 +31,16 @@ PROBE_WRITE = "UPDATE store_probe SET at = ? WHERE id = 1"
 
 # New trackings, many rows in ONE statement (see POLL_ROWS below for why); the
 # ids it returns are the rows that were new, the others' remote ids were known.
-INSERT_ROWS = 90  # 11 parameters a row: 990, under the oldest SQLite's limit of 999
+INSERT_ROWS = 83  # 12 parameters a row: 996, under the oldest SQLite's limit of 999
 
 
 @functools.lru_cache(maxsize=INSERT_ROWS)
 def insert_tracking_rows(rows: int) -> str:
-    values = ",".join(["(?, ?, ?, ?, 'active', 0, ?, ?, ?, ?, ?, ?, ?)"] * rows)
+    values = ",".join(["(?, ?, ?, ?, 'active', 0, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
     return (
         "INSERT INTO trackings (tracking_id, workspace, kind, remote_id, state, polls,"
-        " next_poll_at, deadline_at, created_at, labels, correlation_id, callback_url, notify)"
+        " next_poll_at, deadline_at, created_at, labels, correlation_id, callback_url, notify,"
+        " deadline_source)"
         f" VALUES {values}"
         " ON CONFLICT (workspace, kind, remote_id) DO NOTHING RETURNING tracking_id"
     )
@@ -99,6 +101,12 @@ def record_poll_rows(rows: int) -> str:
         " WHERE trackings.tracking_id = u.column1 AND trackings.state = 'active'"
     )
 
+
+# A function job's deadline derived from the job: deadline_at, deadline_source, tracking_id.
+SET_DEADLINE = (
+    "UPDATE trackings SET deadline_at = ?, deadline_source = ?"
+    " WHERE tracking_id = ? AND state = 'active'"
+)
 
 # Named parameters; poll fields are kept when the finish carries no poll (polls is NULL).
 FINISH_TRACKING = (

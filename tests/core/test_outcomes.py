@@ -123,20 +123,47 @@ async def test_build_succeeds_with_kind_by_name(api: Api, kind: str) -> None:
     assert done["result"]["build_kind"] == "Check"
 
 
+# ReasonCode -> the rest of its Failure object, as the platform sends each.
+FAILURES = {
+    "storage_capacity_exhausted": ("Storage", False, "53100", "free_or_expand_storage"),
+    "publication_commit_unconfirmed": (
+        "Publication",
+        True,
+        None,
+        "verify_publication_then_resubmit",
+    ),
+    "compilation_failed": ("Compilation", False, None, "fix_compilation_errors"),
+    "a_code_from_a_later_release": ("Other", False, None, "contact_support"),
+}
+
+
+def build_failures(text: str, kind: str, code: str) -> float:
+    line = (
+        f'orchestrator_build_failures_total{{kind="{kind}",reason_code="{code}",'
+        'workspace="default"} '
+    )
+    [value] = [row.removeprefix(line) for row in text.splitlines() if row.startswith(line)]
+    return float(value)
+
+
 @pytest.mark.parametrize(
-    ("reason", "sql_state"),
-    [("storage_capacity_exhausted", "53100"), ("publication_commit_unconfirmed", None)],
+    ("reason", "label"),
+    [
+        ("storage_capacity_exhausted", "storage_capacity_exhausted"),
+        ("publication_commit_unconfirmed", "publication_commit_unconfirmed"),
+        ("compilation_failed", "compilation_failed"),
+        ("a_code_from_a_later_release", "other"),  # bounded: unknown codes are "other"
+    ],
 )
-async def test_net_operation_build_failure_reason_code(
-    api: Api, reason: str, sql_state: str | None
-) -> None:
+async def test_net_operation_build_failure_reason_code(api: Api, reason: str, label: str) -> None:
+    category, retryable, sql_state, remediation = FAILURES[reason]
     failure = {
         "ReasonCode": reason,
-        "Category": "Storage",
-        "Retryable": False,
+        "Category": category,
+        "Retryable": retryable,
         "SqlState": sql_state,
         "SafeTarget": "project_artifacts",
-        "RemediationCode": "free_or_expand_storage",
+        "RemediationCode": remediation,
         "Summary": "texte localisé",
     }
     rid = await api.script(
@@ -152,6 +179,11 @@ async def test_net_operation_build_failure_reason_code(
     assert done["outcome"] == "failed"
     assert done["result"]["failure"]["reason_code"] == reason
     assert done["result"]["failure"]["sql_state"] == sql_state
+    assert done["result"]["failure"]["remediation_code"] == remediation
+    text = await api.metrics_text()
+    assert build_failures(text, "net_operation_build", label) == 1.0
+    others = {"storage_capacity_exhausted", "publication_commit_unconfirmed", "other"} - {label}
+    assert all(build_failures(text, "net_operation_build", c) == 0.0 for c in others)
 
 
 async def test_ui_build_failure_and_cancel(api: Api) -> None:
@@ -167,6 +199,10 @@ async def test_ui_build_failure_and_cancel(api: Api) -> None:
     b = await api.track(kind="workspace_ui_build", remote_id=cancelled)
     assert (await api.wait_terminal(a["tracking_id"]))["outcome"] == "failed"
     assert (await api.wait_terminal(b["tracking_id"]))["outcome"] == "cancelled"
+    # A UI build fails without a Failure object: counted, as "other"; a cancel is no failure.
+    text = await api.metrics_text()
+    assert build_failures(text, "workspace_ui_build", "other") == 1.0
+    assert build_failures(text, "workspace_ui_build", "storage_capacity_exhausted") == 0.0
 
 
 async def test_completed_without_evidence_is_never_success(
@@ -188,6 +224,11 @@ async def test_completed_without_evidence_is_never_success(
     done = await api.wait_terminal(t["tracking_id"])
     assert done["outcome"] == "deadline_exceeded"
     assert done["result"]["last_remote_status"] == "Completed"
+    # The result says why it never succeeded: which evidence was missing.
+    assert done["result"]["failing_closed"] is True
+    last = done["result"]["last_anomaly"]
+    assert last["reason"] == "completed_without_evidence"
+    assert last["missing_evidence"] == ["run.result_summary"]
     assert done["polls"] >= 3
     logged = [r for r in caplog.records if r.getMessage().startswith("contract anomaly")]
     assert len(logged) == 1
@@ -217,12 +258,25 @@ async def test_anomaly_then_evidence_succeeds(api: Api) -> None:
 
 
 async def test_enqueue_response_and_camel_case_enums_as_names(api: Api) -> None:
+    status, _ = await api.sim(
+        "PUT",
+        "/_sim/profile",
+        {"job": {"pickup_s": 0.05, "duration_s": 0.1, "sequence": ["success"]}},
+    )
+    assert status == 200
     await api.sim("PUT", "/_sim/settings", {"camel_case": True, "enums_as_names": True})
     status, body = await api.sim(
         "POST", "/api/workspace/functions/billing.sync-invoices/enqueue", {}
     )
     assert status == 200, body
+    # The wire really is camelCase with enum names: nothing here is PascalCase or a number.
+    assert "Data" not in body and body["data"]["status"] == "Queued"
     t = await api.track(kind="function_job", enqueue_response=body, timeout_s=20)
     done = await api.wait_terminal(t["tracking_id"])
-    assert done["outcome"] in ("succeeded", "failed", "cancelled")
-    assert done["remote_id"] == (body.get("data") or body.get("Data"))["jobId"]
+    assert done["remote_id"] == body["data"]["jobId"]
+    # Read through names and camelCase the job succeeds on its run's evidence.
+    assert done["outcome"] == "succeeded", done["result"]
+    assert done["remote_status"] == "Completed"
+    assert done["result"]["run_status"] == "Success"
+    assert done["result"]["result_summary"] == done["remote"]["run"]["resultSummary"]
+    assert done["result"]["run_id"] == done["remote"]["run"]["runId"]

@@ -145,7 +145,10 @@ class Rig:
     task: asyncio.Task[None]
     made: int = 0
 
-    async def track(self, kind: str, remote_id: str, deadline_s: float = 3600) -> Tracking:
+    async def track(
+        self, kind: str, remote_id: str, deadline_s: float = 3600, deadline_source: str = "caller"
+    ) -> Tracking:
+        """``deadline_source="default"``: as intake without the caller's deadline."""
         self.made += 1
         now = self.clock.now()
         item = NewTracking(
@@ -156,6 +159,7 @@ class Rig:
             deadline_at=now + deadline_s,
             created_at=now,
             next_poll_at=now + 1.0,
+            deadline_source=deadline_source,
         )
         [(tracking, _)] = await self.store.create_trackings([item])
         self.engine.add(tracking)

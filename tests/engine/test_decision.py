@@ -8,6 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from orchestrator.clock import iso
 from orchestrator.config import PollingConfig
 from orchestrator.engine.decision import decide
 from orchestrator.interpret import Phase
@@ -22,6 +23,7 @@ EPS = 1e-6  # wall times near 1.8e9 convert to monotonic ones within a microseco
 @dataclass
 class State:
     remote_id: str = "J-1"
+    created_at: float = NOW_W - 60
     remote_status: str | None = "Queued"
     fingerprint: str = "fp"
     digest: bytes | None = None
@@ -31,6 +33,8 @@ class State:
     deadline: float = NOW_W + 3600
     deadline_mono: float = NOW_M + 3600
     last_error: dict[str, Any] | None = None
+    anomaly: dict[str, Any] | None = None
+    deadline_source: str | None = "caller"
 
 
 labels = st.sampled_from(["ok", "not_found", "timeout", "http_5xx", "rate_limited"])
@@ -105,3 +109,57 @@ def test_an_anomaly_keeps_polling() -> None:
     )
     d = decide(State(), j, NOW_W, NOW_M, P, 0.5)
     assert d.outcome is None and d.due > NOW_M
+
+
+def test_a_deadline_while_failing_closed_says_why() -> None:
+    s = State(remote_status="Completed", deadline_mono=NOW_M + 10, deadline=NOW_W + 10)
+    details = {"missing_evidence": ["run.result_summary"]}
+    anomalous = Judgement("ok", (), phase=Phase.ANOMALY, fingerprint="fp2",
+                          remote_status="Completed", anomaly="completed_without_evidence",
+                          anomaly_details=details)  # fmt: skip
+    first = decide(s, anomalous, NOW_W, NOW_M, P, 0.5)
+    assert first.outcome is None and first.anomaly is not None
+    s.anomaly = first.anomaly
+    # Transport trouble on the last read: still failing closed, and on what.
+    trouble = Judgement("timeout", (), error={"kind": "timeout", "message": "read timed out"})
+    late = decide(s, trouble, NOW_W + 20, NOW_M + 20, P, 0.5)
+    assert late.outcome == "deadline_exceeded" and late.result is not None
+    assert late.result["failing_closed"] is True
+    last = late.result["last_anomaly"]
+    assert last["reason"] == "completed_without_evidence"
+    assert last["missing_evidence"] == ["run.result_summary"]
+    assert last["remote_status"] == "Completed"
+    assert last["first_seen_at"] == first.anomaly["first_seen_at"]
+    assert late.result["last_error"]["kind"] == "timeout"
+
+
+def test_an_ordinary_answer_ends_failing_closed() -> None:
+    s = State(anomaly={"reason": "unknown_status", "first_seen_at": "x", "last_seen_at": "x"})
+    ordinary = Judgement("ok", (), phase=Phase.PENDING, fingerprint="fp", remote_status="Leased")
+    d = decide(s, ordinary, NOW_W, NOW_M, P, 0.5)
+    assert d.anomaly is None
+    s.anomaly, s.deadline_mono = None, NOW_M
+    ended = decide(s, ordinary, NOW_W, NOW_M, P, 0.5)
+    assert ended.result is not None and ended.result["failing_closed"] is False
+    assert ended.result["last_anomaly"] is None
+
+
+def test_a_function_jobs_deadline_is_derived_once_from_its_budget() -> None:
+    created = NOW_W - 30
+    s = State(deadline_source="default", created_at=created)
+    j = Judgement("ok", (), phase=Phase.PENDING, fingerprint="fp", remote_status="Leased",
+                  budget_s=70.0)  # fmt: skip
+    d = decide(s, j, NOW_W, NOW_M, P, 0.5)
+    assert d.deadline == created + 70.0 + P.deadline_margin_s
+    assert d.due <= NOW_M + (d.deadline - NOW_W) + EPS  # the next read is within it
+    # A caller's deadline, or one already derived, is never replaced.
+    for source in ("caller", "derived", None):
+        assert decide(State(deadline_source=source), j, NOW_W, NOW_M, P, 0.5).deadline is None
+    # Capped by polling.max_deadline_s; a derived deadline already past ends it now.
+    huge = Judgement("ok", (), phase=Phase.PENDING, fingerprint="fp", budget_s=1e9)
+    assert decide(s, huge, NOW_W, NOW_M, P, 0.5).deadline == created + P.max_deadline_s
+    short = Judgement("ok", (), phase=Phase.PENDING, fingerprint="fp", budget_s=1.0)
+    ended = decide(State(deadline_source="default", created_at=NOW_W - 3600), short,
+                   NOW_W, NOW_M, P, 0.5)  # fmt: skip
+    assert ended.outcome == "deadline_exceeded" and ended.result is not None
+    assert ended.result["deadline_at"] == iso(NOW_W - 3600 + 1.0 + P.deadline_margin_s)

@@ -177,3 +177,64 @@ async def test_stop_retries_refusals(api: Api) -> None:
         "POST", f"/v1/trackings/{t['tracking_id']}/stop-retries", json={"other": 1}
     )
     assert status == 422 and body["field"] == "body"
+
+
+async def tracked_remote(api: Api, tracking_id: str, remote_status: str) -> dict[str, Any]:
+    """The tracking's stored status body once it has read ``remote_status``."""
+    async with asyncio.timeout(10):
+        while True:
+            status, body = await api.call("GET", f"/v1/trackings/{tracking_id}")
+            assert status == 200, body
+            if body["remote_status"] == remote_status:
+                return body["remote"]  # type: ignore[no-any-return]
+            await asyncio.sleep(0.05)
+
+
+def posts(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in requests if r["method"] == "POST" and r["path"].endswith("/stop-retries")]
+
+
+async def test_stop_retries_while_can_stop_retries_is_false_sends_nothing(api: Api) -> None:
+    fields = {"CanStopRetries": False, "RetryStopState": "Unavailable"}
+    rid = await api.script(
+        "function_job",
+        [
+            {"after_s": 0, "status": "Queued"},
+            {"after_s": 0.05, "status": "Leased", "fields": fields},
+        ],
+    )
+    tracking = await api.track(kind="function_job", remote_id=rid)
+    remote = await tracked_remote(api, tracking["tracking_id"], "Leased")
+    path = f"/v1/trackings/{tracking['tracking_id']}/stop-retries"
+    before = len(await api.requests_for(rid))
+    status, body = await api.call("POST", path, json={"expected_modified_at": remote["ModifiedAt"]})
+    assert status == 409, body
+    assert body["title"] == "Cannot stop retries" and body["stale"] is False
+    assert body["RetryStopState"] == "Unavailable" and "RetryStopState" in body["detail"]
+    assert body["CanStopRetries"] is False
+    # Decided on the projection the tracking holds: no request to the workspace at all.
+    assert len(await api.requests_for(rid)) == before
+    # Without a version the projection is read, and still nothing is POSTed.
+    status, body = await api.call("POST", path)
+    assert status == 409, body
+    assert posts(await api.requests_for(rid)) == []
+
+
+async def test_a_stop_already_accepted_answers_already_requested_whatever_its_version(
+    api: Api,
+) -> None:
+    await set_jobs(api, pickup_s=0.05, duration_s=3, sequence=["success"])
+    job = await enqueue(api)
+    tracking = await api.track(kind="function_job", remote_id=job["JobId"])
+    async with asyncio.timeout(10):
+        while (await admin_job(api, job["JobId"]))["Status"] != 1:
+            await asyncio.sleep(0.05)
+    path = f"/v1/trackings/{tracking['tracking_id']}/stop-retries"
+    status, body = await api.call("POST", path)
+    assert status == 202, body
+    # A stale version, then none: already requested, and no second POST.
+    for again in ({"expected_modified_at": "2000-01-01T00:00:00.000Z"}, None):
+        status, body = await api.call("POST", path, json=again)
+        assert status == 200, body
+        assert body["already_requested"] is True
+    assert len(posts(await api.requests_for(job["JobId"]))) == 1

@@ -198,13 +198,17 @@ def job(jid: str, status: int, at: str, **extra: Any) -> dict[str, Any]:
 def run(
     rid: str, jid: str | None, status: int, attempt: int, at: str, **extra: Any
 ) -> dict[str, Any]:
+    """A run row; a finished one carries the evidence the platform promises for it."""
+    done = status != 0
     return {
         "RunId": rid,
         "JobId": jid,
         "Status": status,
         "Attempt": attempt,
         "StartedAt": at,
-        "CompletedAt": None if status == 0 else at,
+        "CompletedAt": at if done else None,
+        "DurationMs": 5 if done else None,
+        "ResultSummary": "synced 3 invoices" if status in (1, 3) else None,
         **extra,
     }
 
@@ -238,6 +242,31 @@ def test_scan_finished_pending_and_skipped() -> None:
     assert again.finished == []  # nothing twice
     settle(state, again)
     assert state.since <= again.pending[0]["at"]  # never past an unfinished occurrence
+
+
+@pytest.mark.parametrize(
+    ("gap", "missing"),
+    [
+        ({"DurationMs": None}, ["run.duration_ms"]),
+        ({"ResultSummary": ""}, ["run.result_summary"]),
+        ({"ResultSummary": None, "CompletedAt": None}, ["run.completed_at", "run.result_summary"]),
+        ({"Status": 2}, ["run.status"]),
+    ],
+)
+def test_completed_occurrence_without_run_evidence_stays_pending(
+    gap: dict[str, Any], missing: list[str]
+) -> None:
+    state = FollowState(since=0.0)
+    result = scan(state, [job("j1", 2, T0)], [run("r1", "j1", 1, 1, T0, **gap)], JOB, RUN)
+    assert result.finished == []
+    assert [o["key"] for o in result.pending] == ["job:j1"]
+    assert [o["missing_evidence"] for o in result.anomalies] == [missing]
+
+
+def test_completed_occurrence_with_its_evidence_is_no_anomaly() -> None:
+    result = scan(FollowState(0.0), [job("j1", 2, T0)], [run("r1", "j1", 1, 1, T0)], JOB, RUN)
+    assert [o["key"] for o in result.finished] == ["job:j1"]
+    assert result.anomalies == [] and "missing_evidence" not in result.finished[0]
 
 
 def test_scan_failed_retries_and_cancelled_without_run() -> None:

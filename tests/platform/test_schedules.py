@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from tests.platform.conftest import Api, occurrences, set_jobs, wait_for
@@ -16,6 +17,26 @@ async def make_schedule(api: Api, sid: str, cron: str = EVERY_SECOND, **extra: A
     assert status == 201, out
 
 
+async def schedule_jobs(api: Api, sid: str, since: str) -> set[str]:
+    """The ids of the jobs the simulator holds for a schedule, created at or after ``since``."""
+    status, body = await api.sim(
+        "GET", f"/api/workspace/admin/function-operations/jobs?ScheduleId={sid}&Limit=1000"
+    )
+    assert status == 200, body
+    return {j["JobId"] for j in body["Items"] if j["CreatedAt"] >= since}
+
+
+async def active_job(api: Api, sid: str) -> str:
+    """The job the schedule names active, once it names one."""
+    async with asyncio.timeout(10):
+        while True:
+            status, body = await api.sim("GET", f"/api/workspace/admin/function-schedules/{sid}")
+            assert status == 200, body
+            if body["ActiveJobId"]:
+                return str(body["ActiveJobId"])
+            await asyncio.sleep(0.05)
+
+
 async def test_occurrences_with_an_overlap_skip_then_disabled(api: Api) -> None:
     # Each job runs ~1.5 s, so with one occurrence a second every other one overlaps.
     await set_jobs(api, pickup_s=0.05, duration_s=1.5, sequence=["success"])
@@ -27,47 +48,61 @@ async def test_occurrences_with_an_overlap_skip_then_disabled(api: Api) -> None:
         occ = occurrences(events)
         return sum(o["skipped"] for o in occ) >= 1 and sum(not o["skipped"] for o in occ) >= 2
 
-    events = await wait_for(api, tracking["tracking_id"], enough)
-    found = occurrences(events)
-    done = [o for o in found if not o["skipped"]]
-    skipped = [o for o in found if o["skipped"]]
-    for o in done:
-        assert o["job_status"] == "Completed"
-        assert o["run_status"] == "Success"
-        assert o["completed_at"] is not None and o["run_id"]
-    for o in skipped:
-        assert o["job_id"] is None and o["run_status"] == "Skipped"
-        assert o["active_job_id"] in {d["job_id"] for d in done} | {None} or o["active_job_id"]
-    keys = [o["key"] for o in found]
-    assert len(keys) == len(set(keys)), "an occurrence was reported twice"
-    # Events carry the tracking resource too.
-    assert events[0]["data"]["tracking_id"] == tracking["tracking_id"]
-
+    await wait_for(api, tracking["tracking_id"], enough)
+    # Disabled while a job of it runs: that job is still followed and reported.
+    running = await active_job(api, "sch-every-second")
     status, _ = await api.sim("PATCH", "/_sim/schedules/sch-every-second", {"Enabled": False})
     assert status == 200
     final = await api.wait_terminal(tracking["tracking_id"], timeout=20)
     assert final["outcome"] == "cancelled"
     assert final["result"]["reason"] == "schedule_disabled"
-    assert final["result"]["occurrences_reported"] >= len(found)
     assert final["remote_status"] == "Disabled"
     events = await wait_for(
         api, tracking["tracking_id"], lambda ev: ev[-1]["type"].endswith(".cancelled")
     )
+    found = occurrences(events)
     assert [e["type"] for e in events].count(OCCURRENCE) == final["result"]["occurrences_reported"]
+    assert final["result"]["last_occurrence"]["job_id"] == running
+    done = {o["job_id"]: o for o in found if not o["skipped"]}
+    skipped = [o for o in found if o["skipped"]]
+    assert skipped and len(done) >= 2
+    for o in done.values():
+        assert o["job_status"] == "Completed"
+        assert o["run_status"] == "Success"
+        assert o["completed_at"] is not None and o["run_id"] and o["result_summary"]
+    for o in skipped:
+        assert o["job_id"] is None and o["run_status"] == "Skipped"
+        # It overlapped a job of this schedule that was itself reported, and fell
+        # between that job's creation and its end.
+        overlapped = done[o["active_job_id"]]
+        assert overlapped["occurred_at"] <= o["occurred_at"] < overlapped["completed_at"]
+    keys = [o["key"] for o in found]
+    assert len(keys) == len(set(keys)), "an occurrence was reported twice"
+    # Every job the schedule created while tracked was reported, the last one too.
+    created = await schedule_jobs(api, "sch-every-second", tracking["created_at"])
+    assert running in created and created == set(done)
+    # Events carry the tracking resource too.
+    assert events[0]["data"]["tracking_id"] == tracking["tracking_id"]
 
 
-async def test_deleted_schedule_ends_not_found_after_confirmations(api: Api) -> None:
-    await set_jobs(api, pickup_s=0.05, duration_s=0.1, sequence=["success"])
+async def test_deleted_schedule_ends_not_found_after_its_job_and_confirmations(api: Api) -> None:
+    await set_jobs(api, pickup_s=0.05, duration_s=1.0, sequence=["success"])
     await make_schedule(api, "sch-doomed")
     tracking = await api.track(kind="schedule", remote_id="sch-doomed", timeout_s=60)
-    await wait_for(api, tracking["tracking_id"], lambda ev: len(occurrences(ev)) >= 1)
+    running = await active_job(api, "sch-doomed")
     status, _ = await api.sim("DELETE", "/_sim/schedules/sch-doomed")
     assert status == 204
     final = await api.wait_terminal(tracking["tracking_id"], timeout=20)
     assert final["outcome"] == "not_found"
     assert final["result"]["reason"] == "schedule_deleted"
     assert final["result"]["confirmations"] >= 3
-    assert final["result"]["occurrences_reported"] >= 1
+    # The job it had created ran on after the delete, and was reported first.
+    last = final["result"]["last_occurrence"]
+    assert (last["job_id"], last["job_status"]) == (running, "Completed")
+    events = await wait_for(
+        api, tracking["tracking_id"], lambda ev: ev[-1]["type"].endswith(".not_found")
+    )
+    assert running in {o["job_id"] for o in occurrences(events)}
 
 
 async def test_deadline_with_no_occurrence_due(api: Api) -> None:

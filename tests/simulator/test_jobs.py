@@ -30,6 +30,17 @@ async def test_enqueue_answers_the_queued_status_model(client: aiohttp.ClientSes
     assert model["CreatedAt"].endswith("Z")
 
 
+async def test_timeout_seconds_is_null_unless_a_publication_declares_it(
+    client: aiohttp.ClientSession,
+) -> None:
+    # The profile's runtime default (300 s) is not the job's TimeoutSeconds: a
+    # publication without one, and a key without a publication, show null.
+    await set_job(client, pickup_s=5, timeout_seconds=300)
+    assert (await enqueue(client, "totals.recalculate"))["TimeoutSeconds"] is None
+    assert (await enqueue(client, "adhoc.cleanup"))["TimeoutSeconds"] is None
+    assert (await enqueue(client, "reports.nightly-export"))["TimeoutSeconds"] == 900
+
+
 async def test_success_publishes_completed_only_with_run_evidence(
     client: aiohttp.ClientSession,
 ) -> None:

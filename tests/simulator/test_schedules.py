@@ -6,7 +6,7 @@ import asyncio
 
 import aiohttp
 
-from tests.simulator.conftest import OPS, call, set_job
+from tests.simulator.conftest import OPS, call, enqueue, set_job
 
 SCHEDULES = "/api/workspace/admin/function-schedules"
 
@@ -52,6 +52,28 @@ async def test_occurrences_enqueue_and_overlaps_are_skipped(client: aiohttp.Clie
     assert (await call(client, "DELETE", "/_sim/schedules/sch-test"))[0] == 204
     assert (await call(client, "GET", f"{SCHEDULES}/sch-test"))[0] == 404
     assert (await call(client, "DELETE", "/_sim/schedules/sch-test"))[0] == 404
+
+
+async def test_an_occurrence_is_skipped_while_the_function_has_work_from_any_source(
+    client: aiohttp.ClientSession,
+) -> None:
+    # An API-enqueued job of the target function, not the schedule's own, is running.
+    await set_job(client, pickup_s=0.05, duration_s=2.5, outcomes={"success": 1})
+    api_job = await enqueue(client, "billing.sync-invoices")
+    status, _ = await call(
+        client,
+        "POST",
+        "/_sim/schedules",
+        {"ScheduleId": "sch-busy", "FunctionKey": "billing.sync-invoices", "Cron": "* * * * * *"},
+    )
+    assert status == 201
+    await asyncio.sleep(1.2)
+    status, jobs = await call(client, "GET", f"{OPS}/jobs?ScheduleId=sch-busy")
+    status, runs = await call(client, "GET", f"{OPS}/runs?ScheduleId=sch-busy&Status=Skipped")
+    assert jobs["Total"] == 0, jobs  # no job while the API's job is queued or running
+    assert runs["Total"] >= 1
+    assert {r["ResultData"]["ActiveJobId"] for r in runs["Items"]} == {api_job["JobId"]}
+    assert all(r["JobId"] is None and r["Status"] == 3 for r in runs["Items"])
 
 
 async def test_non_job_target_never_enqueues(client: aiohttp.ClientSession) -> None:

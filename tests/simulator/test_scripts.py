@@ -98,6 +98,10 @@ async def test_scripted_builds(client: aiohttp.ClientSession) -> None:
     assert net["status_url"].startswith(NET)
     final = (await poll_until(client, net["status_url"], lambda b: b["Status"] == 3))[-1]
     assert final["Kind"] == 1 and final["Failure"]["ReasonCode"] == "publication_commit_unconfirmed"
+    # Its own text, not another ReasonCode's (the previous artifact stays active).
+    assert final["ErrorSummary"] == final["Failure"]["Summary"]
+    assert "artefact actif précédent" in final["ErrorSummary"]
+    assert final["Failure"]["RemediationCode"] == "verify_publication_then_resubmit"
     assert final["StartedAt"] and final["CompletedAt"]
     ui = await script(
         client, kind="workspace_ui_build", build_kind="Check", steps=[{"status": "Succeeded"}]

@@ -284,6 +284,27 @@ async def test_a_digest_stands_for_the_body_when_resuming(store: Store) -> None:
     assert (one.remote_digest, one.remote) == (None, waiting)
 
 
+async def test_deadline_source_is_stored_and_a_derived_deadline_replaces_it(
+    store: Store,
+) -> None:
+    await store.create_trackings([new(1), new(2, deadline_source="caller")])
+    assert [(await store.get_tracking(f"trk_{n}")).deadline_source for n in (1, 2)] == [  # type: ignore[union-attr]
+        "default",
+        "caller",
+    ]
+    await store.record_polls([poll("trk_1", deadline=(5_000.0, "derived")), poll("trk_2")])
+    one, two = await store.get_tracking("trk_1"), await store.get_tracking("trk_2")
+    assert one is not None and (one.deadline_at, one.deadline_source) == (5_000.0, "derived")
+    assert two is not None and (two.deadline_at, two.deadline_source) == (10_000.0, "caller")
+    [loaded] = [t for t in await store.load_active(None, 10) if t.tracking_id == "trk_1"]
+    assert (loaded.deadline_at, loaded.deadline_source) == (5_000.0, "derived")
+    # Terminal rows keep theirs.
+    await store.finish([finish("trk_2", "e-2")])
+    await store.record_polls([poll("trk_2", deadline=(1.0, "derived"))])
+    ended = await store.get_tracking("trk_2")
+    assert ended is not None and (ended.deadline_at, ended.deadline_source) == (10_000.0, "caller")
+
+
 async def test_record_polls_ignores_terminal_and_unknown_rows(store: Store) -> None:
     await store.create_trackings([new(1), new(2)])
     await store.finish([finish("trk_1", "evt_fin", "sink:a")])
