@@ -16,6 +16,7 @@ from orchestrator.engine.backoff import next_delay
 from orchestrator.interpret import TERMINAL_PHASES
 from orchestrator.kinds.base import Judgement
 from orchestrator.vocabulary import NextPollReason, Outcome
+from orchestrator.workfilter import is_filter_key
 
 
 class PollState(Protocol):
@@ -61,7 +62,7 @@ class Decision:
 def deadline_result(s: PollState, last_error: dict[str, Any] | None) -> dict[str, Any]:
     """What a tracking that ran out of time reports: the id and the latest state."""
     return {
-        "remote_id": s.remote_id,
+        "remote_id": None if is_filter_key(s.remote_id) else s.remote_id,
         "last_remote_status": s.remote_status,
         "last_error": last_error,
         "deadline_at": iso(s.deadline),

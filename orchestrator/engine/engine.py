@@ -80,7 +80,7 @@ class Engine:
             history = RunHistory(
                 lambda ws, result: self.probes.admin_request(ws, "function_runs", result)
             )
-        self.handlers: dict[str, KindHandler] = handlers(history)
+        self.handlers: dict[str, KindHandler] = handlers(history, settings.polling.filter_skew_s)
         self._stop = asyncio.Event()
         self._pollers = anyio.CancelScope()
         self._pollers_running = 0

@@ -36,6 +36,8 @@ class NewTracking:
     correlation_id: str | None = None
     callback_url: str | None = None
     notify: str = "terminal"
+    # What the tracking starts with as ``remote`` (work found by filter: its filter).
+    remote: Any = None
 
 
 @dataclass(slots=True)

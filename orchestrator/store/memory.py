@@ -81,7 +81,7 @@ class MemoryStore:
             taken = {t.tracking_id for t in staged.values()}
             if item.tracking_id in self._trackings or item.tracking_id in taken:
                 raise StoreError(f"tracking_id {item.tracking_id} already exists")
-            staged[key] = new_tracking(item)
+            staged[key] = new_tracking(copy.deepcopy(item))
             answers.append((key, True))
         for key, tracking in staged.items():
             self._trackings[tracking.tracking_id] = tracking
