@@ -92,7 +92,7 @@ async def simulator_middleware(request: web.Request, handler: Handler) -> web.St
             elif rule.fault == "reset":
                 st.log.count(group, 0)
                 if st.log.enabled:
-                    st.log.record(rid, now, request.method, request.path, group, 0)
+                    st.log.record(rid, now, request.method, request.path_qs, group, 0)
                 if request.transport is not None:
                     request.transport.abort()
                 raise asyncio.CancelledError  # nothing is answered on a dead connection
@@ -110,7 +110,7 @@ async def simulator_middleware(request: web.Request, handler: Handler) -> web.St
     st.log.count(group, response.status)
     if st.log.enabled:
         rid = request.get(SIM_ID, rid)
-        st.log.record(rid, now, request.method, request.path, group, response.status)
+        st.log.record(rid, now, request.method, request.path_qs, group, response.status)
     return response
 
 
