@@ -64,3 +64,8 @@ class WorkFilter:
 
 def is_filter_key(remote_id: str) -> bool:
     return remote_id.startswith(KEY_PREFIX)
+
+
+def shown_id(remote_id: str) -> str | None:
+    """The remote id a result shows: none for a filter's key (it names no remote resource)."""
+    return None if is_filter_key(remote_id) else remote_id

@@ -16,7 +16,7 @@ from orchestrator.engine.backoff import next_delay
 from orchestrator.interpret import TERMINAL_PHASES
 from orchestrator.kinds.base import Judgement
 from orchestrator.vocabulary import NextPollReason, Outcome
-from orchestrator.workfilter import is_filter_key
+from orchestrator.workfilter import shown_id
 
 
 class PollState(Protocol):
@@ -62,7 +62,7 @@ class Decision:
 def deadline_result(s: PollState, last_error: dict[str, Any] | None) -> dict[str, Any]:
     """What a tracking that ran out of time reports: the id and the latest state."""
     return {
-        "remote_id": None if is_filter_key(s.remote_id) else s.remote_id,
+        "remote_id": shown_id(s.remote_id),
         "last_remote_status": s.remote_status,
         "last_error": last_error,
         "deadline_at": iso(s.deadline),
@@ -89,7 +89,7 @@ def decide(
         d.nf_count += 1
         if d.nf_count >= p.not_found_confirmations and now_w - d.nf_first >= p.not_found_min_s:
             d.outcome = Outcome.NOT_FOUND
-            d.result = {"remote_id": s.remote_id}
+            d.result = {"remote_id": shown_id(s.remote_id)}
             if j.not_found_reason is not None:
                 d.result["reason"] = j.not_found_reason
             d.result.update(

@@ -36,6 +36,7 @@ from orchestrator.platform.run_history import RunHistory
 from orchestrator.platform.stop_retries import RetryStopper, StopAnswer
 from orchestrator.store.base import PollUpdate, Store, Tracking
 from orchestrator.vocabulary import NextPollReason
+from orchestrator.workfilter import shown_id
 from orchestrator.workspace.client import WorkspaceClient
 from orchestrator.workspace.enums import keep_enums_fresh
 
@@ -292,7 +293,7 @@ class Engine:
         return await self.finisher.finish(
             entry,
             "abandoned",
-            {"remote_id": entry.remote_id, "last_remote_status": entry.remote_status},
+            {"remote_id": shown_id(entry.remote_id), "last_remote_status": entry.remote_status},
         )
 
     # -- the finisher's owner ------------------------------------------------
