@@ -33,7 +33,7 @@ NOTES = {
     "store.commit_interval_s": "group commit: gather writes this long",
     "store.synchronous": "FULL survives power loss; NORMAL only crashes",
     "polling.run_history": "a finished job with retries lists its runs",
-    "polling.filter_skew_s": "trigger_work/action_work: default since = intake time less this",
+    "polling.filter_skew_s": "filter kinds: default since = intake time less this",
     "workspaces.max_in_flight": "requests of every kind at once",
     "workspaces.max_requests_per_second": "held over every one-second window",
     "workspaces.list_page_size": "Limit of each Function operations list page",
