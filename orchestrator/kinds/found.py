@@ -16,12 +16,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from orchestrator.interpret import Phase
 from orchestrator.kinds.base import Judgement, PollTarget
 from orchestrator.platform.found_jobs import (
+    TERMINAL_JOB,
     FoundJob,
     FoundState,
     adopt_rows,
     ended,
     judge_all,
     list_filters,
+    text_status,
     verdict,
 )
 from orchestrator.platform.operations import read_rows
@@ -80,18 +82,16 @@ class FoundHandler:
             ignored = adopt_rows(state, rows)
         enums = client.enums["function_job"]
         for job in state.jobs:
-            v = verdict(job, enums)
-            if ended(job, v):
-                continue
-            if not v.terminal:
-                trouble = await self._read_job(client, job, reads)
-                if trouble is not None:
-                    return _Reads(state, reads, trouble, ignored)
-                v = verdict(job, enums)
-            if v.terminal and job.runs is None:
+            if ended(job, verdict(job, enums)):
+                continue  # its outcome is known: never read again
+            # Until it has ended, the job and (once its status is terminal) its runs
+            # are read afresh: a Completed job without Run evidence is read again.
+            job.runs = None
+            trouble = await self._read_job(client, job, reads)
+            if trouble is None and text_status(job, enums) in TERMINAL_JOB:
                 trouble = await self._read_runs(client, job, reads)
-                if trouble is not None:
-                    return _Reads(state, reads, trouble, ignored)
+            if trouble is not None:
+                return _Reads(state, reads, trouble, ignored)
         return _Reads(state, reads, None, ignored)
 
     @staticmethod

@@ -25,6 +25,7 @@ from orchestrator.platform.wire import as_timestamp, enum_name, get_ci, text
 from orchestrator.workfilter import WorkFilter
 
 Row = Mapping[str, Any]
+TERMINAL_JOB = ("Completed", "Failed", "Cancelled")
 
 # What a matched row must show, when it shows the field at all: a list route
 # that ignored a declared filter is caught here, not believed.
@@ -169,6 +170,11 @@ def verdict(job: FoundJob, enums: EnumMap) -> Verdict:
 
 def ended(job: FoundJob, v: Verdict) -> bool:
     return v.terminal and job.runs is not None
+
+
+def text_status(job: FoundJob, enums: EnumMap) -> str | None:
+    """The job's Status by name, as its body shows it."""
+    return enum_name(get_ci(job.body, "Status"), enums.values.get("status", {}))
 
 
 def job_result(job: FoundJob, v: Verdict, run_status: Mapping[int, str]) -> dict[str, Any]:
