@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.aio import run_async
 from orchestrator.client.commands import DEFAULT_SERVER, EXIT_USAGE
+from orchestrator.client.http import FILTER_FIELDS
 from orchestrator.config import load_settings, resolve_config_path, split_listen
 from orchestrator.errors import ConfigError, ListenError, StoreLocked
 from orchestrator.vocabulary import Kind
@@ -88,6 +89,7 @@ def _track(args: argparse.Namespace) -> int:
             server=args.server,
             workspace=args.workspace,
             timeout_s=args.timeout_s,
+            filters={name: getattr(args, name) for name in FILTER_FIELDS},
         )
     )
 
@@ -174,8 +176,18 @@ def build_parser() -> argparse.ArgumentParser:
     kinds = [kind.value for kind in Kind]  # plain strings: argparse shows their repr
     trk.add_argument("kind", choices=kinds, metavar="KIND", help=", ".join(kinds))
     trk.add_argument(
-        "remote_id", metavar="REMOTE_ID", help="the id Moltaro returned (a ScheduleId for schedule)"
+        "remote_id",
+        metavar="REMOTE_ID",
+        nargs="?",
+        help="the id Moltaro returned (a ScheduleId for schedule); none for the kinds "
+        "found by filter (trigger_work, action_work: give their --FIELD options)",
     )
+    for name in FILTER_FIELDS:
+        option = "--" + name.replace("_", "-")
+        if name == "expect_jobs":
+            trk.add_argument(option, type=_positive_int, help="matched jobs that end it (1)")
+        else:
+            trk.add_argument(option, metavar=name.upper(), help=f"the intake field {name}")
     trk.add_argument("--wait", action="store_true", help="show status changes until terminal")
     trk.add_argument("--server", help=server_help)
     trk.add_argument("--workspace", default="default")

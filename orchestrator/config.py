@@ -76,6 +76,9 @@ class PollingConfig(_Section):
     deadline_margin_s: float = Field(default=60, ge=0)
     # A finished function job's result lists its runs (one admin read per job).
     run_history: bool = True
+    # Work found by filter (trigger_work, action_work) without a caller's `since`
+    # matches jobs created from the intake time less this much (commit lag, clocks).
+    filter_skew_s: float = Field(default=5.0, ge=0, le=3600)
 
     @model_validator(mode="after")
     def _order(self) -> PollingConfig:

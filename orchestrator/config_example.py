@@ -35,6 +35,7 @@ NOTES = {
     "polling.run_history": "a finished job with retries lists its runs",
     "polling.deadline_margin_s": "added to a function job's deadline derived from the job",
     "workspaces.job_timeout_default_s": "the runtime Job timeout a null TimeoutSeconds means",
+    "polling.filter_skew_s": "filter kinds: default since = intake time less this",
     "workspaces.max_in_flight": "requests of every kind at once",
     "workspaces.max_requests_per_second": "held over every one-second window",
     "workspaces.list_page_size": "Limit of each Function operations list page",

@@ -131,6 +131,13 @@ class Metrics:
             ["workspace", "kind"],
             registry=r,
         )
+        self.filter_names_fallback = Gauge(
+            "orchestrator_filter_names_fallback",
+            "1 when a Function operations list route's filter names are the documented "
+            "fallback, not read from the workspace's OpenAPI.",
+            ["workspace", "route"],
+            registry=r,
+        )
         self.resume_pending = Gauge(
             "orchestrator_resume_pending",
             "Trackings resumed at start-up that have not been read yet by this process.",

@@ -27,6 +27,7 @@ from orchestrator.vocabulary import Kind, TrackingState
 
 if TYPE_CHECKING:
     from orchestrator.engine.engine import Engine
+    from orchestrator.interpret.filters import FilterNames
     from orchestrator.metrics import Metrics
     from orchestrator.store.base import NewTracking, Store, Tracking, TrackingQuery
 
@@ -57,6 +58,11 @@ class Tracker:
         for (workspace, kind), n in created.items():
             self._metrics.trackings_created_total.labels(workspace=workspace, kind=kind).inc(n)
         return stored
+
+    def filter_names(self, workspace: str) -> FilterNames | None:
+        """The Function operations filter names ``workspace``'s OpenAPI declares."""
+        client = self._engine.clients.get(workspace)
+        return None if client is None else client.filters
 
     # -- queries ------------------------------------------------------------
 

@@ -13,12 +13,15 @@ from enum import StrEnum
 
 
 class Kind(StrEnum):
-    """What a tracking follows: a function job, a build of either project type, a schedule."""
+    """What a tracking follows: a function job, a build of either project type, a
+    schedule, or work found by filter (an entity trigger's jobs, a UI action's job)."""
 
     FUNCTION_JOB = "function_job"
     NET_OPERATION_BUILD = "net_operation_build"
     WORKSPACE_UI_BUILD = "workspace_ui_build"
     SCHEDULE = "schedule"
+    TRIGGER_WORK = "trigger_work"
+    ACTION_WORK = "action_work"
 
 
 # The kinds whose id is read from one status route and judged by the interpreter;
@@ -28,6 +31,10 @@ STATUS_KINDS: tuple[Kind, ...] = (
     Kind.NET_OPERATION_BUILD,
     Kind.WORKSPACE_UI_BUILD,
 )
+
+# The kinds that have no id the caller was handed: named by the platform's
+# filters, found through Function operations (CONTRACT section 8).
+FILTER_KINDS: tuple[Kind, ...] = (Kind.TRIGGER_WORK, Kind.ACTION_WORK)
 
 
 BUILD_KINDS: tuple[Kind, ...] = (Kind.NET_OPERATION_BUILD, Kind.WORKSPACE_UI_BUILD)

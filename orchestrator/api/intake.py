@@ -8,13 +8,14 @@ from urllib.parse import unquote, urlsplit
 
 from pydantic import ValidationError
 
+from orchestrator.api.filter_intake import DeclaredNames, filter_intake, refuse_filter_fields
 from orchestrator.api.models import FollowUpsBody, IntakeBody, valid_remote_id
 from orchestrator.api.problems import from_validation_error
 from orchestrator.config import Settings, WorkspaceConfig
 from orchestrator.errors import ApiProblem
 from orchestrator.interpret import extract_polling_url, extract_remote_id, polling_url_matches
 from orchestrator.store.base import NewTracking
-from orchestrator.vocabulary import DeadlineSource, Kind
+from orchestrator.vocabulary import FILTER_KINDS, DeadlineSource, Kind
 
 _PATHS = {
     Kind.FUNCTION_JOB: lambda w: w.paths.function_job,
@@ -60,7 +61,11 @@ def callback_allowed(url: str, allowlist: list[str]) -> bool:
     return False
 
 
-def validate_intake(raw: Any, settings: Settings, now: float) -> NewTracking:
+def validate_intake(
+    raw: Any, settings: Settings, now: float, declared: DeclaredNames | None = None
+) -> NewTracking:
+    """``declared(workspace)``: the filter names its OpenAPI document declares (None:
+    not known here), for work found by filter."""
     if not isinstance(raw, dict):
         raise _invalid("body", "must be a JSON object")
     try:
@@ -70,7 +75,13 @@ def validate_intake(raw: Any, settings: Settings, now: float) -> NewTracking:
     workspace = settings.workspace(body.workspace)
     if workspace is None:
         raise _invalid("workspace", f"unknown workspace {body.workspace!r}")
-    remote_id = _remote_id(body, workspace)
+    remote: Any = None
+    if body.kind in FILTER_KINDS:
+        names = None if declared is None else declared(workspace.name)
+        remote_id, remote = filter_intake(body, now, settings.polling.filter_skew_s, names)
+    else:
+        refuse_filter_fields(body)
+        remote_id = _remote_id(body, workspace)
     deadline, source = _deadline(body, settings, now)
     if body.callback_url is not None and not callback_allowed(
         body.callback_url, settings.events.callback_allowlist
@@ -89,6 +100,7 @@ def validate_intake(raw: Any, settings: Settings, now: float) -> NewTracking:
         callback_url=body.callback_url,
         notify=body.notify,
         deadline_source=source,
+        remote=remote,
     )
 
 

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from orchestrator.vocabulary import (
+    FILTER_KINDS,
     DeadlineSource,
     ErrorKind,
     Kind,
@@ -58,8 +59,36 @@ class IntakeBody(BaseModel):
     labels: dict[str, str] = Field(default_factory=dict)
     correlation_id: str | None = Field(default=None, min_length=1, max_length=200)
     notify: Literal["terminal", "all"] = "terminal"
+    # Work found by filter (kinds trigger_work, action_work: CONTRACT section 8).
+    trigger_binding_id: str | None = Field(
+        default=None, description="trigger_work: the entity trigger binding (TriggerBindingId)."
+    )
+    entity_id: str | None = Field(
+        default=None, description="The record the trigger or entity action ran for."
+    )
+    filter_correlation_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="trigger_work: the platform's correlation id, matched through its search "
+        "filter (correlation_id stays the caller's own tag).",
+    )
+    action_id: str | None = Field(default=None, description="action_work: the UI action.")
+    job_id: str | None = Field(
+        default=None,
+        description="action_work: the JobId the action's enqueue answered "
+        "(then without since and expect_jobs).",
+    )
+    since: datetime | None = Field(
+        default=None,
+        description="Only jobs created at or after it match (default: the intake time "
+        "less polling.filter_skew_s).",
+    )
+    expect_jobs: int | None = Field(
+        default=None, ge=1, le=100, description="How many matched jobs end the tracking (1)."
+    )
 
-    @field_validator("deadline_at", mode="before")
+    @field_validator("deadline_at", "since", mode="before")
     @classmethod
     def _deadline_text(cls, v: Any) -> Any:
         # strict mode refuses strings for datetimes; JSON can only carry text.
@@ -82,11 +111,18 @@ class IntakeBody(BaseModel):
             return float(v)
         return v
 
-    @field_validator("remote_id")
+    @field_validator("remote_id", "trigger_binding_id", "entity_id", "action_id", "job_id")
     @classmethod
     def _remote_id(cls, v: str | None) -> str | None:
         if v is not None and not valid_remote_id(v):
             raise ValueError("must be 1-200 characters of [A-Za-z0-9._:-], not dots alone")
+        return v
+
+    @field_validator("filter_correlation_id")
+    @classmethod
+    def _printable(cls, v: str | None) -> str | None:
+        if v is not None and (not v.isprintable() or v.strip() != v):
+            raise ValueError("must be printable text without surrounding spaces")
         return v
 
     @field_validator("labels")
@@ -103,7 +139,9 @@ class IntakeBody(BaseModel):
 
     @model_validator(mode="after")
     def _either(self) -> IntakeBody:
-        if self.remote_id is None and self.enqueue_response is None:
+        # Which fields each kind takes is the intake's to check (api/filter_intake.py).
+        by_filter = self.kind in FILTER_KINDS
+        if not by_filter and self.remote_id is None and self.enqueue_response is None:
             raise ValueError("remote_id: one of remote_id or enqueue_response is required")
         if self.deadline_at is not None and self.timeout_s is not None:
             raise ValueError("timeout_s: give deadline_at or timeout_s, not both")
@@ -140,7 +178,15 @@ class TrackingOut(BaseModel):
     tracking_id: str
     workspace: str
     kind: Kind
-    remote_id: str
+    remote_id: str | None = Field(
+        description="The job, build or schedule id; for work found by filter, the first "
+        "matched job's id (null before one is seen)."
+    )
+    filter: dict[str, Any] | None = Field(
+        default=None,
+        description="trigger_work, action_work: the filter the work is found by (with the "
+        "since in force); null for the other kinds.",
+    )
     state: TrackingState
     outcome: Outcome | None
     remote_status: str | None

@@ -112,7 +112,8 @@ def _accepting(rt: Runtime) -> None:
 async def create_tracking(request: web.Request) -> web.Response:
     rt = request.app[RUNTIME]
     _accepting(rt)
-    item = validate_intake(await read_json(request), rt.settings, rt.clock.now())
+    declared = tracker_of(rt).filter_names
+    item = validate_intake(await read_json(request), rt.settings, rt.clock.now(), declared)
     [(tracking, created)] = await tracker_of(rt).track([item])
     return json_response(tracking_resource(tracking), 201 if created else 200)
 
@@ -132,11 +133,12 @@ async def create_batch(request: web.Request) -> web.Response:
             422, "Invalid request", f"items: at most {MAX_BATCH} per batch", field="items"
         )
     now = rt.clock.now()
+    declared = tracker_of(rt).filter_names
     answers: list[dict[str, Any] | None] = []
     valid: list[NewTracking] = []
     for i, item in enumerate(items):
         try:
-            valid.append(validate_intake(item, rt.settings, now))
+            valid.append(validate_intake(item, rt.settings, now, declared))
             answers.append(None)
         except ApiProblem as problem:
             body = problem.to_body()

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
 import aiohttp
 from rich.console import Console
@@ -84,18 +86,24 @@ async def track(
     console: Console,
     *,
     kind: str,
-    remote_id: str,
+    remote_id: str | None,
     wait: bool,
     server: str | None = None,
     workspace: str = "default",
     timeout_s: float | None = None,
     poll_s: float = 0.5,
+    filters: Mapping[str, Any] | None = None,
 ) -> int:
+    """Track one id, or (trigger_work, action_work) the work ``filters`` names."""
     try:
         async with _client(server) as orch:
-            tracking = await orch.track(kind, remote_id, workspace=workspace, timeout_s=timeout_s)
+            given = {k: v for k, v in (filters or {}).items() if v is not None}
+            tracking = await orch.track(
+                kind, remote_id, workspace=workspace, timeout_s=timeout_s, **given
+            )
+            named = tracking.remote_id or _filter_text(tracking.filter)
             console.print(
-                f"[bold]{tracking.tracking_id}[/]  {tracking.kind} {tracking.remote_id} "
+                f"[bold]{tracking.tracking_id}[/]  {tracking.kind} {named} "
                 f"on {tracking.workspace}: {tracking.state}"
                 + (f" ({outcome_text(tracking.outcome)})" if tracking.outcome else "")
                 + f", deadline {tracking.deadline_at}",
@@ -118,6 +126,14 @@ async def track(
         highlight=False,
     )
     return EXIT_CODES.get(final.outcome or "", EXIT_USAGE)
+
+
+def _filter_text(found: Mapping[str, Any] | None) -> str:
+    """Work found by filter, before a job is seen: its filter, in a few words."""
+    if not found:
+        return "-"
+    shown = {k: v for k, v in found.items() if v is not None and k != "since"}
+    return "(" + " ".join(f"{k}={v}" for k, v in shown.items()) + ")"
 
 
 async def _follow(
@@ -195,7 +211,7 @@ async def status(console: Console, *, server: str | None = None, recent: int = 1
             _clock(t.terminal_at),
             t.tracking_id,
             t.kind,
-            t.remote_id,
+            t.remote_id or _filter_text(t.filter),
             outcome_text(t.outcome),
             str(t.polls),
             detail_of(t),

@@ -109,8 +109,19 @@ class OrchestratorClient:
         correlation_id: str | None = None,
         callback_url: str | None = None,
         notify: Literal["terminal", "all"] = "terminal",
+        trigger_binding_id: str | None = None,
+        entity_id: str | None = None,
+        filter_correlation_id: str | None = None,
+        action_id: str | None = None,
+        job_id: str | None = None,
+        since: str | datetime | None = None,
+        expect_jobs: int | None = None,
     ) -> Tracking:
-        """Track one id (or the id inside Moltaro's raw enqueue answer); idempotent."""
+        """Track one id (or the id inside Moltaro's raw enqueue answer); idempotent.
+
+        Work found by filter (kinds ``trigger_work``, ``action_work``) takes no id
+        but its filter: ``trigger_binding_id`` ... ``expect_jobs`` (CONTRACT section 8).
+        """
         body = intake_body(
             kind,
             remote_id,
@@ -122,6 +133,13 @@ class OrchestratorClient:
             correlation_id=correlation_id,
             callback_url=callback_url,
             notify=notify,
+            trigger_binding_id=trigger_binding_id,
+            entity_id=entity_id,
+            filter_correlation_id=filter_correlation_id,
+            action_id=action_id,
+            job_id=job_id,
+            since=since,
+            expect_jobs=expect_jobs,
         )
         return Tracking.from_json(await self._call("POST", "/v1/trackings", json=body))
 
@@ -305,6 +323,18 @@ class OrchestratorClient:
             return False
 
 
+# The intake fields of work found by filter (CONTRACT section 8).
+FILTER_FIELDS = (
+    "trigger_binding_id",
+    "entity_id",
+    "filter_correlation_id",
+    "action_id",
+    "job_id",
+    "since",
+    "expect_jobs",
+)
+
+
 def intake_body(
     kind: Kind | str,
     remote_id: str | None = None,
@@ -317,9 +347,30 @@ def intake_body(
     correlation_id: str | None = None,
     callback_url: str | None = None,
     notify: Literal["terminal", "all"] = "terminal",
+    trigger_binding_id: str | None = None,
+    entity_id: str | None = None,
+    filter_correlation_id: str | None = None,
+    action_id: str | None = None,
+    job_id: str | None = None,
+    since: str | datetime | None = None,
+    expect_jobs: int | None = None,
 ) -> dict[str, Any]:
-    """One intake body as ``POST /v1/trackings`` and each batch item take it."""
+    """One intake body as ``POST /v1/trackings`` and each batch item take it.
+
+    The filter fields (``trigger_binding_id`` ... ``expect_jobs``) are those of
+    ``trigger_work`` and ``action_work``; None values are left out.
+    """
     body: dict[str, Any] = {"kind": kind, "workspace": workspace, "notify": notify}
+    found_by = {
+        "trigger_binding_id": trigger_binding_id,
+        "entity_id": entity_id,
+        "filter_correlation_id": filter_correlation_id,
+        "action_id": action_id,
+        "job_id": job_id,
+        "since": since.isoformat() if isinstance(since, datetime) else since,
+        "expect_jobs": expect_jobs,
+    }
+    body.update({k: v for k, v in found_by.items() if v is not None})
     optional = {
         "remote_id": remote_id,
         "enqueue_response": None if enqueue_response is None else dict(enqueue_response),

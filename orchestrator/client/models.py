@@ -24,7 +24,7 @@ class Tracking:
     tracking_id: str
     workspace: str
     kind: str
-    remote_id: str
+    remote_id: str | None  # trigger_work, action_work: the first matched job (None before)
     state: str
     outcome: str | None
     remote_status: str | None
@@ -51,13 +51,19 @@ class Tracking:
         """The last status body as Moltaro sent it."""
         return self.raw.get("remote")
 
+    @property
+    def filter(self) -> dict[str, Any] | None:
+        """trigger_work, action_work: the filter the work is found by (None otherwise)."""
+        found = self.raw.get("filter")
+        return dict(found) if isinstance(found, Mapping) else None
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Tracking:
         return cls(
             tracking_id=data["tracking_id"],
             workspace=data["workspace"],
             kind=data["kind"],
-            remote_id=data["remote_id"],
+            remote_id=data.get("remote_id"),
             state=data["state"],
             outcome=data.get("outcome"),
             remote_status=data.get("remote_status"),

@@ -18,7 +18,8 @@ import aiohttp
 from orchestrator.client import intake_body
 from orchestrator.vocabulary import Kind, Outcome
 
-JOB_KEYS = ("billing.sync-invoices", "reports.nightly-export", "totals.recalculate")
+# Enqueue-able keys only: totals.recalculate (a Command contract) is refused.
+JOB_KEYS = ("billing.sync-invoices", "reports.nightly-export", "ledger.reconcile")
 BUILD_ROUTES: dict[str, str] = {
     Kind.NET_OPERATION_BUILD: "/api/workspace/admin/net-operation-project/builds",
     Kind.WORKSPACE_UI_BUILD: "/api/workspace/admin/ui-project/builds",

@@ -16,6 +16,7 @@ from orchestrator.engine.backoff import next_delay
 from orchestrator.interpret import TERMINAL_PHASES
 from orchestrator.kinds.base import Judgement
 from orchestrator.vocabulary import DeadlineSource, NextPollReason, Outcome
+from orchestrator.workfilter import shown_id
 
 
 class PollState(Protocol):
@@ -69,7 +70,7 @@ def deadline_result(
     """What a tracking that ran out of time reports: the id, the latest state and,
     when it was failing closed, why (``last_anomaly``: the reason, missing evidence)."""
     return {
-        "remote_id": s.remote_id,
+        "remote_id": shown_id(s.remote_id),
         "last_remote_status": s.remote_status,
         "last_error": last_error,
         "deadline_at": iso(s.deadline if deadline is None else deadline),
@@ -121,7 +122,7 @@ def decide(
         confirmed = d.nf_count >= p.not_found_confirmations
         if confirmed and now_w - d.nf_first >= p.not_found_min_s and not j.hold:
             d.outcome = Outcome.NOT_FOUND
-            d.result = {"remote_id": s.remote_id}
+            d.result = {"remote_id": shown_id(s.remote_id)}
             if j.not_found_reason is not None:
                 d.result["reason"] = j.not_found_reason
             d.result.update(

@@ -36,6 +36,7 @@ from orchestrator.platform.run_history import RunHistory
 from orchestrator.platform.stop_retries import RetryStopper, StopAnswer
 from orchestrator.store.base import Store, Tracking
 from orchestrator.vocabulary import DeadlineSource, NextPollReason
+from orchestrator.workfilter import shown_id
 from orchestrator.workspace.client import WorkspaceClient
 from orchestrator.workspace.enums import keep_enums_fresh
 
@@ -80,7 +81,7 @@ class Engine:
             history = RunHistory(
                 lambda ws, result: self.probes.admin_request(ws, "function_runs", result)
             )
-        self.handlers: dict[str, KindHandler] = handlers(history)
+        self.handlers: dict[str, KindHandler] = handlers(history, settings.polling.filter_skew_s)
         self.stoppers = {  # one per workspace: each remembers the stops it saw accepted
             ws: RetryStopper(client, self.probes.admin_requests_of(ws))
             for ws, client in clients.items()
@@ -93,8 +94,6 @@ class Engine:
     @property
     def stopping(self) -> bool:
         return self._stop.is_set()
-
-    # -- time ---------------------------------------------------------------
 
     def _mono_offset(self) -> float:
         """What turns a wall-clock time into a monotonic one, added to it."""
@@ -292,7 +291,7 @@ class Engine:
         return await self.finisher.finish(
             entry,
             "abandoned",
-            {"remote_id": entry.remote_id, "last_remote_status": entry.remote_status},
+            {"remote_id": shown_id(entry.remote_id), "last_remote_status": entry.remote_status},
         )
 
     # -- the finisher's owner ------------------------------------------------

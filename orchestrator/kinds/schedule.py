@@ -162,11 +162,11 @@ class ScheduleHandler:
     ) -> tuple[Scan | None, ReadResult | None, str | None]:
         paths = client.cfg.paths
         query = {
-            "Source": "Schedule",
-            "ScheduleId": target.remote_id,
-            "From": iso(followed.state.since) or "",
+            "source": "Schedule",
+            "schedule_id": target.remote_id,
+            "from": iso(followed.state.since) or "",
         }
-        jobs, jread = await read_rows(client, paths.function_jobs, query, "JobId", "CreatedAt")
+        jobs, jread = await read_rows(client, "function_jobs", query, "JobId", "CreatedAt")
         reads.append(jread)
         if jobs is None:
             return None, jread, awaiting
@@ -182,7 +182,7 @@ class ScheduleHandler:
                 return None, direct if direct.result != "ok" else _not_an_object(direct), awaiting
             else:
                 jobs = [*jobs, direct.body]
-        runs, rread = await read_rows(client, paths.function_runs, query, "RunId", "StartedAt")
+        runs, rread = await read_rows(client, "function_runs", query, "RunId", "StartedAt")
         reads.append(rread)
         if runs is None:
             return None, rread, awaiting

@@ -123,7 +123,10 @@ def render(answer: dict[str, Any]) -> str:
         lines.append(f"  {row['surface']}: {row['execution_model']} - {row['description']}")
         lines.append(f"    completion evidence: {row['completion_evidence']}")
         if row.get("tracking_kind"):
-            lines.append(f"    track with kind: {row['tracking_kind']}")
+            fields = ", ".join(row.get("tracking_fields") or [])
+            lines.append(
+                f"    track with kind: {row['tracking_kind']}" + (f" ({fields})" if fields else "")
+            )
     if not answer.get("rows"):
         lines.append("  no row of the decision table applies")
     pub = answer.get("publication")

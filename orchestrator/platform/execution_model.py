@@ -73,8 +73,19 @@ SURFACES: dict[str, tuple[str, str, str]] = {
     ),
 }
 
-# Which tracking kind of ours follows each queued surface.
-TRACKING_KIND = {"global_job_api": "function_job", "function_schedule": "schedule"}
+# Which tracking kind of ours follows each queued surface, and with which intake fields.
+TRACKING_KIND = {
+    "global_job_api": "function_job",
+    "function_schedule": "schedule",
+    "entity_trigger": "trigger_work",
+    "action": "action_work",
+}
+TRACKING_FIELDS = {
+    "global_job_api": ["remote_id"],
+    "function_schedule": ["remote_id"],
+    "entity_trigger": ["trigger_binding_id", "entity_id", "filter_correlation_id"],
+    "action": ["action_id", "entity_id", "job_id"],
+}
 _SAVE_CONTRACTS = ("Validation", "BeforeSaveMutation")
 
 
@@ -329,4 +340,5 @@ def _row(surface: str) -> dict[str, Any]:
         "description": description,
         "completion_evidence": evidence,
         "tracking_kind": TRACKING_KIND.get(surface),
+        "tracking_fields": TRACKING_FIELDS.get(surface, []),
     }

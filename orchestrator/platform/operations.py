@@ -16,26 +16,31 @@ MAX_PAGES = 10
 
 async def read_rows(
     client: WorkspaceClient,
-    path: str,
-    query: Mapping[str, str],
+    route: str,
+    filters: Mapping[str, str],
     id_field: str,
     time_field: str,
 ) -> tuple[list[Row] | None, ReadResult]:
-    """Every row matching ``query`` (at most MAX_PAGES pages), or None and the failed read.
+    """Every row matching ``filters`` (at most MAX_PAGES pages), or None and the failed read.
 
-    The routes answer newest first with a ``Limit``; when ``Total`` says more
-    matched, the next page asks for rows up to (``To``) the oldest one seen.
-    Rows are de-duplicated by ``id_field`` (a page boundary repeats its instant).
+    ``route`` is ``function_jobs`` or ``function_runs``; ``filters`` are keyed by
+    our filter names (``schedule_id``, ``from``, ...) and sent under the names the
+    workspace's OpenAPI document declares (``client.filters``). The routes answer
+    newest first with a ``limit``; when ``Total`` says more matched, the next
+    page asks for rows up to (``to``) the oldest one seen. Rows are
+    de-duplicated by ``id_field`` (a page boundary repeats its instant).
     """
     rows: list[Row] = []
     seen: set[str] = set()
     upper: str | None = None
     read = ReadResult("ok")
     page_size = client.cfg.list_page_size
+    path = getattr(client.cfg.paths, route)
     for _ in range(MAX_PAGES):
-        params = {**query, "Limit": str(page_size)}
+        wanted = {**filters, "limit": str(page_size)}
         if upper is not None:
-            params["To"] = upper
+            wanted["to"] = upper
+        params = client.filters.query(route, wanted)
         read = await client.call("GET", path, query=params)
         if read.result != "ok":
             return None, read

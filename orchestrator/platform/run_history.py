@@ -122,12 +122,10 @@ class RunHistory:
         try:
             await asyncio.sleep(0)  # the other jobs finishing in this turn join it
             shared.sent = True
-            query = {"FunctionId": function_id, "From": shared.start}
+            query = {"function_id": function_id, "from": shared.start}
             if shared.end is not None:
-                query["To"] = shared.end
-            answer = await read_rows(
-                client, client.cfg.paths.function_runs, query, "RunId", "StartedAt"
-            )
+                query["to"] = shared.end
+            answer = await read_rows(client, "function_runs", query, "RunId", "StartedAt")
             self._on_read(client.name, answer[1].result)
         except BaseException:
             answer = (None, trouble("connection", "run history read cut off", 0.0))

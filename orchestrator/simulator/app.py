@@ -11,7 +11,13 @@ import orjson
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from orchestrator.simulator import persist, routes_admin, routes_control, routes_runtime
+from orchestrator.simulator import (
+    persist,
+    routes_admin,
+    routes_control,
+    routes_runtime,
+    routes_work,
+)
 from orchestrator.simulator.bodies import BadRequest
 from orchestrator.simulator.faults import FaultRule
 from orchestrator.simulator.keys import SIM_ID, STATE, STATE_PATH
@@ -20,8 +26,8 @@ from orchestrator.simulator.present import json_response, problem
 from orchestrator.simulator.profiles import Profile, builtin_profiles
 from orchestrator.simulator.state import Refused, SimState
 
-_ID_KEYS = ("jobId", "buildId", "scheduleId", "functionId")
-_OPENAPI: web.AppKey[bytes] = web.AppKey("sim_openapi", bytes)
+_ID_KEYS = ("jobId", "buildId", "scheduleId", "functionId", "actionId", "entityId")
+_OPENAPI: web.AppKey[dict[str, bytes]] = web.AppKey("sim_openapi", dict)
 
 
 def _route_of(request: web.Request) -> tuple[str, str | None]:
@@ -86,7 +92,7 @@ async def simulator_middleware(request: web.Request, handler: Handler) -> web.St
             elif rule.fault == "reset":
                 st.log.count(group, 0)
                 if st.log.enabled:
-                    st.log.record(rid, now, request.method, request.path, group, 0)
+                    st.log.record(rid, now, request.method, request.path_qs, group, 0)
                 if request.transport is not None:
                     request.transport.abort()
                 raise asyncio.CancelledError  # nothing is answered on a dead connection
@@ -104,12 +110,18 @@ async def simulator_middleware(request: web.Request, handler: Handler) -> web.St
     st.log.count(group, response.status)
     if st.log.enabled:
         rid = request.get(SIM_ID, rid)
-        st.log.record(rid, now, request.method, request.path, group, response.status)
+        st.log.record(rid, now, request.method, request.path_qs, group, response.status)
     return response
 
 
 async def openapi(request: web.Request) -> web.Response:
-    return web.Response(body=request.app[_OPENAPI], content_type="application/json")
+    # Built once per profile: a profile may rename the list routes' filters.
+    profile = request.app[STATE].profile
+    documents = request.app[_OPENAPI]
+    body = documents.get(profile.name)
+    if body is None:
+        body = documents[profile.name] = orjson.dumps(build_document(profile.filter_names))
+    return web.Response(body=body, content_type="application/json")
 
 
 async def legacy_imports(request: web.Request) -> web.Response:
@@ -137,7 +149,7 @@ def create_app(
     restored = None if state_path is None else persist.load(state_path)
     app[STATE] = restored if restored is not None else SimState(profile, seed, clock)
     app[STATE_PATH] = state_path
-    app[_OPENAPI] = orjson.dumps(build_document())
+    app[_OPENAPI] = {}
     app.router.add_get("/swagger/v1/swagger.json", openapi, name="openapi")
     app.router.add_get(
         "/api/workspace/admin/legacy-imports", legacy_imports, name="admin.legacy_imports"
@@ -145,4 +157,5 @@ def create_app(
     routes_runtime.add_routes(app)
     routes_admin.add_routes(app)
     routes_control.add_routes(app)
+    routes_work.add_routes(app)
     return app

@@ -79,10 +79,12 @@ def query_time(request: web.Request, name: str) -> float | None:
         raise BadRequest(f"{name} must be an ISO 8601 timestamp.") from None
 
 
-def query_limit(request: web.Request, default: int = 50, maximum: int = 1000) -> int:
-    text = query(request, "Limit")
+def query_limit(
+    request: web.Request, default: int = 50, maximum: int = 1000, name: str = "Limit"
+) -> int:
+    text = query(request, name)
     if text is None:
         return default
     if not text.isdigit() or not 1 <= int(text) <= maximum:
-        raise BadRequest(f"Limit must be an integer from 1 to {maximum}.")
+        raise BadRequest(f"{name} must be an integer from 1 to {maximum}.")
     return int(text)

@@ -42,6 +42,15 @@ class PublicationRow:
 
 
 @dataclass(frozen=True, slots=True)
+class ActionRow:
+    """A UI action: an Action function, on one entity's records or global (None)."""
+
+    action_id: str
+    business_function_id: str
+    entity_name: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class ScheduleSeed:
     schedule_id: str
     business_function_id: str
@@ -75,6 +84,16 @@ FUNCTIONS = (
         "fn-order-shipped", "orders.on-shipped", "Order shipped", "Entity", _C("TriggerHandler")
     ),
     FunctionRow("fn-order-approve", "orders.approve", "Approve order", "Entity", _C("Action")),
+    FunctionRow(
+        "fn-order-audit",
+        "orders.audit-change",
+        "Audit order change",
+        "Entity",
+        _C("TriggerHandler"),
+    ),
+    FunctionRow(
+        "fn-search-reindex", "search.reindex", "Rebuild search index", "Global", _C("Action")
+    ),
     # Contradiction: an Enqueue publication on a Command contract.
     FunctionRow(
         "fn-totals-recalc", "totals.recalculate", "Recalculate totals", "Global", _C("Command"), 3
@@ -99,6 +118,15 @@ BINDINGS = (
     BindingRow(
         "bind-order-shipped", "fn-order-shipped", BINDING_SOURCE.value("EntityTrigger"), "Order"
     ),
+    # A second trigger on the same entity: one save starts a job for each binding.
+    BindingRow(
+        "bind-order-audit", "fn-order-audit", BINDING_SOURCE.value("EntityTrigger"), "Order"
+    ),
+)
+
+ACTIONS = (
+    ActionRow("act-order-approve", "fn-order-approve", "Order"),
+    ActionRow("act-search-reindex", "fn-search-reindex", None),
 )
 
 _P = PUBLICATION_KIND.value
@@ -123,6 +151,15 @@ SCHEDULES = (
 FUNCTIONS_BY_ID = {f.business_function_id: f for f in FUNCTIONS}
 FUNCTIONS_BY_KEY = {f.function_key: f for f in FUNCTIONS}
 PUBLICATIONS_BY_KEY = {p.function_key: p for p in PUBLICATIONS}
+ACTIONS_BY_ID = {a.action_id: a for a in ACTIONS}
+
+
+def trigger_bindings(entity_name: str) -> list[BindingRow]:
+    """The EntityTrigger bindings a save of an ``entity_name`` record starts, in order."""
+    trigger = BINDING_SOURCE.value("EntityTrigger")
+    return [
+        b for b in BINDINGS if b.source == trigger and b.entity_name.lower() == entity_name.lower()
+    ]
 
 
 def function_body(row: FunctionRow) -> dict[str, object]:

@@ -96,7 +96,8 @@ class Front:
                 return None
             route, kind = "job_status", "job"
             rid_text = rid.decode("latin-1")
-            record = st.jobs.get(rid_text)
+            job = st.jobs.get(rid_text)
+            record, visible = job, job is not None and job.meta.runtime_visible
         elif target.startswith(_ADMIN):
             pieces = target[len(_ADMIN) :].split(b"/")
             if len(pieces) != 3 or pieces[1] != b"builds" or not pieces[2]:
@@ -106,13 +107,13 @@ class Front:
                 return None
             route = "build_status"
             rid_text = pieces[2].decode("latin-1")
-            record = st.builds[kind].get(rid_text)
+            record, visible = st.builds[kind].get(rid_text), True
         else:
             return None
         # What the aiohttp middleware does for this route, in its order.
         now = st.clock()
         st.tick(now)
-        if record is None:
+        if record is None or not visible:
             return None  # aiohttp answers the 404 problem
         body = status_body(st, record, kind, now)
         if body is None:

@@ -25,6 +25,8 @@ JOB_FIELDS: tuple[tuple[str, Callable[[JobMeta], object]], ...] = (
     ("function", attrgetter("function_key")),
     ("schedule", attrgetter("schedule_id")),
     ("binding", attrgetter("trigger_binding_id")),
+    ("action", attrgetter("action_id")),
+    ("entity", attrgetter("entity_id")),
 )
 
 # A run's StartedAt is its start cut to the millisecond, so windows over the raw

@@ -12,7 +12,7 @@ from typing import Any
 from orchestrator.clock import parse_iso
 from orchestrator.simulator.enums import SRC_SCHEDULE
 from orchestrator.simulator.index import Key
-from orchestrator.simulator.model import Job
+from orchestrator.simulator.model import Job, JobMeta
 from orchestrator.simulator.state import SimState
 
 
@@ -21,6 +21,9 @@ class Filters:
     function_id: str | None = None  # a BusinessFunctionId or a function key
     schedule_id: str | None = None
     binding_id: str | None = None
+    action_id: str | None = None
+    entity_id: str | None = None
+    search: str | None = None  # a case-insensitive part of CorrelationId, FunctionKey or JobId
     source: int | None = None
     status: int | None = None
     start: float | None = None  # From: CreatedAt of a job, StartedAt of a run
@@ -33,6 +36,8 @@ class Filters:
             ("function", self.function_id),
             ("schedule", self.schedule_id),
             ("binding", self.binding_id),
+            ("action", self.action_id),
+            ("entity", self.entity_id),
         )
         return [(name, value) for name, value in wanted if value is not None]
 
@@ -45,8 +50,16 @@ class Filters:
             )
             and (self.schedule_id is None or m.schedule_id == self.schedule_id)
             and (self.binding_id is None or m.trigger_binding_id == self.binding_id)
+            and (self.action_id is None or m.action_id == self.action_id)
+            and (self.entity_id is None or m.entity_id == self.entity_id)
             and (self.source is None or m.source == self.source)
+            and (self.search is None or self._found(m))
         )
+
+    def _found(self, m: JobMeta) -> bool:
+        term = (self.search or "").lower()
+        texts = (m.correlation_id, m.function_key, m.job_id)
+        return any(t is not None and term in t.lower() for t in texts)
 
     def in_range(self, ts: float) -> bool:
         return (self.start is None or ts >= self.start) and (self.end is None or ts <= self.end)
@@ -61,8 +74,10 @@ def run_candidates(st: SimState, f: Filters) -> tuple[list[Job], list[int]]:
     """The jobs (in the order added) and skipped occurrences (positions) a runs list reads."""
     jobs = st.index.run_jobs(f.index_keys(), f.start, f.end)
     skipped: list[int] = []
-    # A skipped occurrence has no binding and its Source is Schedule.
-    if f.binding_id is None and f.source in (None, SRC_SCHEDULE):
+    # A skipped occurrence has no binding, action, record or correlation id; its
+    # Source is Schedule.
+    unkeyed = (f.binding_id, f.action_id, f.entity_id, f.search) == (None, None, None, None)
+    if unkeyed and f.source in (None, SRC_SCHEDULE):
         skipped = sorted(st.schedules.skipped_index.select(f.index_keys(), f.start, f.end))
     return jobs, skipped
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from orchestrator.clock import iso
+from orchestrator.simulator.enums import SRC_ACTION, SRC_TRIGGER
 
 STOP_REASON = "job.retry.stopRequested"
 
@@ -40,8 +41,21 @@ class JobMeta:
     timeout_seconds: int | None = None
     max_attempts: int = 1
     retry_delay_s: float = 0.0
+    action_id: str | None = None
+    entity_id: str | None = None  # the record a trigger or an entity action ran for
+
+    @property
+    def runtime_visible(self) -> bool:
+        """The runtime job route serves API-enqueued work; trigger and action jobs are
+        seen through Function operations only."""
+        return self.source not in (SRC_TRIGGER, SRC_ACTION)
 
     def base_body(self) -> dict[str, Any]:
+        status_url = (
+            f"/api/workspace/functions/jobs/{self.job_id}"
+            if self.runtime_visible
+            else f"/api/workspace/admin/function-operations/jobs/{self.job_id}"
+        )
         return {
             "JobId": self.job_id,
             "FunctionKey": self.function_key,
@@ -49,13 +63,15 @@ class JobMeta:
             "Source": self.source,
             "ScheduleId": self.schedule_id,
             "TriggerBindingId": self.trigger_binding_id,
+            "ActionId": self.action_id,
+            "EntityId": self.entity_id,
             "CorrelationId": self.correlation_id,
             "DeduplicationKey": self.dedup_key,
             "TimeoutSeconds": self.timeout_seconds,
             "EffectiveMaxAttempts": self.max_attempts,
             "RetryDelaySeconds": self.retry_delay_s,
             "CreatedAt": iso(self.created_at),
-            "StatusUrl": f"/api/workspace/functions/jobs/{self.job_id}",
+            "StatusUrl": status_url,
         }
 
     def run_extras(self) -> dict[str, Any]:
@@ -65,6 +81,8 @@ class JobMeta:
             "Source": self.source,
             "ScheduleId": self.schedule_id,
             "TriggerBindingId": self.trigger_binding_id,
+            "ActionId": self.action_id,
+            "EntityId": self.entity_id,
         }
 
 

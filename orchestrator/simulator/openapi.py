@@ -8,6 +8,7 @@ no status route uses.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from orchestrator.simulator.enums import ALL_ENUMS
@@ -54,6 +55,8 @@ def _schemas() -> dict[str, Any]:
         "Source": _wrapped("FunctionJobSource"),
         "ScheduleId": _STR,
         "TriggerBindingId": _STR,
+        "ActionId": _STR,
+        "EntityId": _STR,
         "CorrelationId": _STR,
         "DeduplicationKey": _STR,
         "Status": _ref("FunctionJobStatus"),
@@ -116,9 +119,21 @@ def _schemas() -> dict[str, Any]:
                 "Source": _wrapped("FunctionJobSource"),
                 "ScheduleId": _STR,
                 "TriggerBindingId": _STR,
+                "ActionId": _STR,
+                "EntityId": _STR,
             }
         ),
         FunctionRunPage=_page("FunctionRunRow"),
+        EntitySaveResponse=_obj(
+            {
+                "EntityName": {"type": "string"},
+                "EntityId": {"type": "string"},
+                "CorrelationId": {"type": "string"},
+                "Saved": _BOOL,
+                "ModifiedAt": _TIME,
+            }
+        ),
+        ActionEnqueueRequest=_obj({"Input": {"nullable": True}, "CorrelationId": _STR}),
         StopRetriesRequest=_obj({"ExpectedModifiedAt": {"type": "string", "format": "date-time"}}),
         EnqueueRequest=_obj(
             {"Input": {"nullable": True}, "CorrelationId": _STR, "DeduplicationKey": _STR}
@@ -218,19 +233,66 @@ def _op(
     return op
 
 
-def build_document() -> dict[str, Any]:
+_DATE = {"type": "string", "format": "date-time"}
+# The list routes' filters as the platform documentation names them, and their schemas.
+FILTERS: tuple[tuple[str, dict[str, Any] | None], ...] = (
+    ("FunctionId", None),
+    ("Source", _ref("FunctionJobSource")),
+    ("ScheduleId", None),
+    ("TriggerBindingId", None),
+    ("ActionId", None),
+    ("EntityId", None),
+    ("Search", None),
+    ("Status", None),
+    ("From", _DATE),
+    ("To", _DATE),
+    ("Limit", {"type": "integer", "minimum": 1, "maximum": 1000}),
+)
+Renames = Mapping[str, Mapping[str, str | None]]
+
+
+def _filters(route: str, renames: Renames) -> list[dict[str, Any]]:
+    """A list route's query parameters, under the names the installation gives them."""
+    out = []
+    for documented, schema in FILTERS:
+        name = renames.get(route, {}).get(documented, documented)
+        if name is not None:
+            out.append(_param(name, "query", schema))
+    return out
+
+
+def build_document(renames: Renames | None = None) -> dict[str, Any]:
+    """The document; ``renames`` (a profile's ``filter_names``) renames or drops filters."""
     admin = "/api/workspace/admin"
-    filters = [
-        _param("FunctionId", "query"),
-        _param("Source", "query", _ref("FunctionJobSource")),
-        _param("ScheduleId", "query"),
-        _param("TriggerBindingId", "query"),
-        _param("Status", "query"),
-        _param("From", "query", {"type": "string", "format": "date-time"}),
-        _param("To", "query", {"type": "string", "format": "date-time"}),
-        _param("Limit", "query", {"type": "integer", "minimum": 1, "maximum": 1000}),
-    ]
+    names = renames or {}
+    record = "/api/workspace/entities/{entityName}/records/{entityId}"
     paths: dict[str, Any] = {
+        record: {
+            "put": _op(
+                "SaveEntityRecord",
+                "EntitySaveResponse",
+                [_param("entityName"), _param("entityId")],
+                errors=(400,),
+            )
+        },
+        f"{record}/actions/{{actionId}}/enqueue": {
+            "post": _op(
+                "EnqueueEntityAction",
+                "FunctionJobEnqueueResponse",
+                [_param("entityName"), _param("entityId"), _param("actionId")],
+                "ActionEnqueueRequest",
+                (400, 404),
+            )
+        },
+        "/api/workspace/actions/{actionId}/enqueue": {
+            "post": _op(
+                "EnqueueGlobalAction",
+                "FunctionJobEnqueueResponse",
+                [_param("actionId")],
+                "ActionEnqueueRequest",
+                (400, 404),
+            )
+        },
         "/api/workspace/functions/{functionKey}/enqueue": {
             "post": _op(
                 "EnqueueFunction",
@@ -249,7 +311,10 @@ def build_document() -> dict[str, Any]:
             )
         },
         f"{admin}/function-operations/jobs": {
-            "get": _op("ListFunctionJobs", "FunctionJobPage", filters)
+            "get": _op("ListFunctionJobs", "FunctionJobPage", _filters("jobs", names))
+        },
+        f"{admin}/function-operations/jobs/{{jobId}}": {
+            "get": _op("GetFunctionOperationsJob", "FunctionJobStatusModel", [_param("jobId")])
         },
         f"{admin}/function-operations/jobs/{{jobId}}/stop-retries": {
             "post": _op(
@@ -261,7 +326,7 @@ def build_document() -> dict[str, Any]:
             )
         },
         f"{admin}/function-operations/runs": {
-            "get": _op("ListFunctionRuns", "FunctionRunPage", filters)
+            "get": _op("ListFunctionRuns", "FunctionRunPage", _filters("runs", names))
         },
         f"{admin}/function-catalog": {"get": _op("ListFunctionCatalog", "FunctionCatalogPage", [])},
         f"{admin}/function-catalog/binding-summaries": {

@@ -36,6 +36,7 @@ ENUM_FIELDS: dict[str, tuple[tuple[str, str | None, WireEnum], ...]] = {
     "binding": (("Source", None, BINDING_SOURCE),),
     "publication": (("Kind", None, PUBLICATION_KIND),),
     "schedule": (),
+    "record": (),
 }
 _OPAQUE = frozenset({"ResultData"})  # user data: its keys are never renamed
 

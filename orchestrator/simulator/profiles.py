@@ -108,6 +108,14 @@ class Profile:
     faults: tuple[dict[str, Any], ...] = ()  # fault rules installed at start and on reset
     # Status reads answered by the front (simulator/front.py) rather than aiohttp.
     fast_reads: bool = False
+    # The Function operations list routes' filter parameters: per route ("jobs",
+    # "runs"), documented name -> the name this installation declares and reads.
+    # A name mapped to None is neither declared nor read (an older installation).
+    filter_names: dict[str, dict[str, str | None]] = field(default_factory=dict)
+
+    def filter_name(self, route: str, documented: str) -> str | None:
+        """The query name a list route reads for a documented filter (None: none)."""
+        return self.filter_names.get(route, {}).get(documented, documented)
 
     def job_for(self, function_key: str) -> JobBehaviour:
         return self.jobs_by_key.get(function_key, self.job)
@@ -221,8 +229,7 @@ def builtin_profiles() -> dict[str, Profile]:
             ("ui", "Check"): BuildBehaviour(duration_s=Dist(1.0, 2.5)),
         },
     )
-    fast_build = BuildBehaviour(queue_s=Dist(0.05, 0.2), duration_s=Dist(0.1, 0.8))
-    fast = Profile(name="fast", job=_fast_job(), build=fast_build)
+    fast = builtin_fast()
     bench = Profile(
         name="bench",
         job=JobBehaviour(
@@ -259,4 +266,29 @@ def builtin_profiles() -> dict[str, Profile]:
         ),
         faults=_chaos_faults(),
     )
-    return {p.name: p for p in (default, fast, bench, chaos)}
+    return {p.name: p for p in (default, fast, bench, chaos, _renamed())}
+
+
+def _renamed() -> Profile:
+    """``fast``, on an installation whose lists name their filters otherwise (camelCase,
+    other words, a Filter. prefix) and that has no search filter."""
+    common: dict[str, str | None] = {
+        "FunctionId": "businessFunctionId",
+        "Source": "jobSource",
+        "ScheduleId": "Filter.ScheduleId",
+        "TriggerBindingId": "bindingId",
+        "ActionId": "uiActionId",
+        "EntityId": "recordId",
+        "Search": None,
+        "Status": "state",
+        "Limit": "pageSize",
+    }
+    jobs = {**common, "From": "createdFrom", "To": "createdTo"}
+    runs = {**common, "From": "startedFrom", "To": "startedTo"}
+    fast = builtin_fast()
+    return replace(fast, name="renamed", filter_names={"jobs": jobs, "runs": runs})
+
+
+def builtin_fast() -> Profile:
+    fast_build = BuildBehaviour(queue_s=Dist(0.05, 0.2), duration_s=Dist(0.1, 0.8))
+    return Profile(name="fast", job=_fast_job(), build=fast_build)

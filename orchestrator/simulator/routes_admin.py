@@ -22,20 +22,41 @@ from orchestrator.simulator.present import json_response, present, present_list,
 ADMIN = "/api/workspace/admin"
 
 
-def _filters(request: web.Request, status_enum: WireEnum) -> Filters:
+def _filters(request: web.Request, status_enum: WireEnum, route: str) -> Filters:
+    """The list's filters, read under the names the profile's OpenAPI declares for
+    ``route`` (a parameter it does not declare is ignored, as ASP.NET binding does)."""
+    profile = request.app[STATE].profile
+
+    def named(documented: str) -> str | None:
+        return profile.filter_name(route, documented)
+
+    def text(documented: str) -> str | None:
+        name = named(documented)
+        return None if name is None else query(request, name)
+
+    def when(documented: str) -> float | None:
+        name = named(documented)
+        return None if name is None else query_time(request, name)
+
+    limit = named("Limit")
     return Filters(
-        function_id=query(request, "FunctionId"),
-        schedule_id=query(request, "ScheduleId"),
-        binding_id=query(request, "TriggerBindingId"),
-        source=_enum(request, "Source", JOB_SOURCE),
-        status=_enum(request, "Status", status_enum),
-        start=query_time(request, "From"),
-        end=query_time(request, "To"),
-        limit=query_limit(request),
+        function_id=text("FunctionId"),
+        schedule_id=text("ScheduleId"),
+        binding_id=text("TriggerBindingId"),
+        action_id=text("ActionId"),
+        entity_id=text("EntityId"),
+        search=text("Search"),
+        source=_enum(request, named("Source"), JOB_SOURCE),
+        status=_enum(request, named("Status"), status_enum),
+        start=when("From"),
+        end=when("To"),
+        limit=query_limit(request, name=limit) if limit is not None else 50,
     )
 
 
-def _enum(request: web.Request, name: str, enum: WireEnum) -> int | None:
+def _enum(request: web.Request, name: str | None, enum: WireEnum) -> int | None:
+    if name is None:
+        return None
     text = query(request, name)
     if text is None:
         return None
@@ -47,13 +68,13 @@ def _enum(request: web.Request, name: str, enum: WireEnum) -> int | None:
 
 async def list_jobs(request: web.Request) -> web.Response:
     st = request.app[STATE]
-    items, total = listing.list_jobs(st, _filters(request, JOB_STATUS), st.clock())
+    items, total = listing.list_jobs(st, _filters(request, JOB_STATUS, "jobs"), st.clock())
     return json_response(present_list(items, "job", st.settings, total))
 
 
 async def list_runs(request: web.Request) -> web.Response:
     st = request.app[STATE]
-    rows, total = listing.list_runs(st, _filters(request, RUN_STATUS), st.clock())
+    rows, total = listing.list_runs(st, _filters(request, RUN_STATUS, "runs"), st.clock())
     return json_response(present_list(rows, "run", st.settings, total))
 
 

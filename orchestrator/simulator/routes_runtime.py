@@ -54,7 +54,7 @@ def envelope(st: SimState, model: dict[str, Any]) -> dict[str, Any]:
 async def job_status(request: web.Request) -> web.Response:
     st = request.app[STATE]
     job = st.jobs.get(request.match_info["jobId"])
-    if job is None:
+    if job is None or not job.meta.runtime_visible:
         return problem(404, "No function job with this id.")
     return _cached(st, job, "job", st.clock())
 
@@ -78,7 +78,7 @@ async def job_enqueue(request: web.Request) -> web.Response:
 async def job_cancel(request: web.Request) -> web.Response:
     st = request.app[STATE]
     job = st.jobs.get(request.match_info["jobId"])
-    if job is None:
+    if job is None or not job.meta.runtime_visible:
         return problem(404, "No function job with this id.")
     now = st.clock()
     if job.view(now) is None:

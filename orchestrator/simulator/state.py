@@ -24,6 +24,7 @@ from orchestrator.simulator.schedules import Schedule, ScheduleBook
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,200}")
 _JOB = CONTRACT.value("Job")
+_COMMAND = CONTRACT.value("Command")
 
 
 class Refused(Exception):
@@ -129,6 +130,15 @@ class SimState:
             raise Refused(404, f"The API publication {function_key!r} is retired.")
         if row.kind != 1:
             raise Refused(404, f"{function_key!r} is published as a Command, not for enqueue.")
+        function = catalog.FUNCTIONS_BY_ID.get(row.business_function_id)
+        if function is not None and function.contract == _COMMAND:
+            # The catalog's contract is the runtime truth: a Command runs while its
+            # caller waits, whatever the publication says; it is never queued.
+            raise Refused(
+                409,
+                f"{function_key!r} is published with the Command contract: invoke it as a "
+                "command; it cannot be enqueued.",
+            )
         if not row.is_enabled:
             raise Refused(409, f"The API publication {function_key!r} is disabled.")
         return Publication(row.business_function_id, row.timeout_seconds)
@@ -143,6 +153,8 @@ class SimState:
         dedup_key: str | None = None,
         schedule_id: str | None = None,
         trigger_binding_id: str | None = None,
+        action_id: str | None = None,
+        entity_id: str | None = None,
         publication: Publication | None = None,
     ) -> tuple[Job, bool]:
         """The new job, or the active one holding the same DeduplicationKey (then False)."""
@@ -161,6 +173,8 @@ class SimState:
             source=source,
             schedule_id=schedule_id,
             trigger_binding_id=trigger_binding_id,
+            action_id=action_id,
+            entity_id=entity_id,
             correlation_id=correlation_id,
             dedup_key=dedup_key,
             timeout_seconds=pub.timeout_seconds,  # null unless the publication declares it

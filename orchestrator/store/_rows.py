@@ -63,7 +63,7 @@ def new_tracking(item: NewTracking) -> Tracking:
         state=TrackingState.ACTIVE,
         outcome=None,
         remote_status=None,
-        remote=None,
+        remote=item.remote,
         result=None,
         polls=0,
         last_polled_at=None,
@@ -94,6 +94,7 @@ def insert_tracking_params(item: NewTracking) -> tuple[Any, ...]:
         item.callback_url,
         item.notify,
         item.deadline_source,
+        None if item.remote is None else dump(item.remote),
     )
 
 

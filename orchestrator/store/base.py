@@ -37,6 +37,8 @@ class NewTracking:
     callback_url: str | None = None
     notify: str = "terminal"
     deadline_source: str = "default"  # a DeadlineSource's value
+    # What the tracking starts with as ``remote`` (work found by filter: its filter).
+    remote: Any = None
 
 
 @dataclass(slots=True)

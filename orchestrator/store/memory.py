@@ -47,7 +47,7 @@ class MemoryStore(MemoryLog):
             if item.tracking_id in self._trackings or item.tracking_id in taken:
                 raise StoreError(f"tracking_id {item.tracking_id} already exists")
             taken.add(item.tracking_id)
-            staged[key] = new_tracking(item)
+            staged[key] = new_tracking(copy.deepcopy(item))
             answers.append((key, True))
         for key, tracking in staged.items():
             self._trackings[tracking.tracking_id] = tracking

@@ -21,6 +21,12 @@ from orchestrator.clock import Clock
 from orchestrator.config import WorkspaceConfig
 from orchestrator.errors import EnumResolutionError
 from orchestrator.interpret import EnumMap, fallback_enums, resolve_enums
+from orchestrator.interpret.filters import (
+    ROUTES,
+    FilterNames,
+    fallback_filter_names,
+    resolve_filter_names,
+)
 from orchestrator.retry_after import parse_retry_after
 from orchestrator.vocabulary import STATUS_KINDS
 from orchestrator.workspace.gate import WorkspaceGate
@@ -54,6 +60,8 @@ class WorkspaceClient:
             "workspace_ui_build": cfg.paths.workspace_ui_build,
         }
         self.enums: dict[str, EnumMap] = {k.value: fallback_enums(k) for k in STATUS_KINDS}
+        # The Function operations lists' filter names (documented ones until read).
+        self.filters: FilterNames = fallback_filter_names("OpenAPI document not read yet")
         self._digest_keys: dict[str, bytes] = {}
         self._key_digests()
 
@@ -141,20 +149,26 @@ class WorkspaceClient:
         return result
 
     async def load_enums(self) -> bool:
-        """Resolve every kind's enums from the installed OpenAPI document.
+        """Resolve every kind's enums, and the list routes' filter names, from the
+        installed OpenAPI document.
 
-        Returns True when all came from the document. On any failure the
+        Returns True when all enums came from the document. On any failure the
         documented fallback stays in force (visible in metrics and logs).
         """
         read = await self._request("GET", self.cfg.base_url + self.cfg.openapi_path)
         if read.result != "ok" or read.http_status != 200 or not isinstance(read.body, dict):
             reason = read.result if read.result != "ok" else f"HTTP {read.http_status}"
             log.warning(
-                "OpenAPI document unreachable or unusable; using documented enum values",
+                "OpenAPI document unreachable or unusable; using documented enum values "
+                "and filter names",
                 extra={"fields": {"workspace": self.name, "error": reason}},
             )
+            if self.filters.fallback == frozenset(ROUTES):
+                # Names once read are kept: a passing outage must not undo them.
+                self.filters = fallback_filter_names(f"OpenAPI document: {reason}")
             return False
         document = read.body
+        self._load_filters(document)
         ok = True
         for kind in (k.value for k in STATUS_KINDS):
             try:
@@ -168,6 +182,25 @@ class WorkspaceClient:
                 )
         self._key_digests()
         return ok
+
+    def _load_filters(self, document: dict[str, Any]) -> None:
+        paths = self.cfg.paths
+        routes = {"function_jobs": paths.function_jobs, "function_runs": paths.function_runs}
+        self.filters = resolve_filter_names(document, routes)
+        if self.filters.fallback:
+            log.warning(
+                "list route not described by OpenAPI; using documented filter names",
+                extra={"fields": {"workspace": self.name, "routes": sorted(self.filters.fallback),
+                                  "error": self.filters.reason}},
+            )  # fmt: skip
+        for route in routes:
+            undeclared = self.filters.undeclared(route)
+            if undeclared:
+                log.info(
+                    "list route does not declare some filters; intake naming them is refused",
+                    extra={"fields": {"workspace": self.name, "route": route,
+                                      "undeclared": undeclared}},
+                )  # fmt: skip
 
 
 def workspace_client(

@@ -7,7 +7,9 @@ import logging
 from collections.abc import Mapping
 
 from orchestrator.aio import wait_event
+from orchestrator.interpret.filters import ROUTES
 from orchestrator.metrics import Metrics
+from orchestrator.vocabulary import FILTER_KINDS, Kind
 from orchestrator.workspace.client import WorkspaceClient
 
 log = logging.getLogger("orchestrator.workspace")
@@ -23,6 +25,12 @@ async def refresh_enums(clients: Mapping[str, WorkspaceClient], metrics: Metrics
         for kind, enum_map in client.enums.items():
             fallback = 1 if enum_map.source == "fallback" else 0
             metrics.enum_source.labels(workspace=name, kind=kind).set(fallback)
+            if kind == Kind.FUNCTION_JOB:
+                for found in FILTER_KINDS:  # read with the function job's enums
+                    metrics.enum_source.labels(workspace=name, kind=found).set(fallback)
+        for route in ROUTES:
+            on_fallback = 1 if route in client.filters.fallback else 0
+            metrics.filter_names_fallback.labels(workspace=name, route=route).set(on_fallback)
         if ok:
             log.info("enums read from OpenAPI", extra={"fields": {"workspace": name}})
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 
 import pytest
 
@@ -149,3 +150,28 @@ async def test_batch_list_cancel_abandon_follow_ups(stack: Stack) -> None:
         )
         assert tracked.remote_id == follow and tracked.kind == "function_job"
         assert "orchestrator_polls_total" in await orch.metrics()
+
+
+async def test_the_client_tracks_work_found_by_filter(stack: Stack) -> None:
+    async with OrchestratorClient(stack.url, token=stack.token) as orch:
+        tracking = await orch.track(
+            "trigger_work",
+            trigger_binding_id="bind-order-shipped",
+            filter_correlation_id="corr-client",
+            since=datetime(2026, 1, 1, tzinfo=UTC),
+        )
+        assert tracking.kind == "trigger_work" and tracking.remote_id is None
+        assert tracking.filter is not None
+        assert tracking.filter["filter_correlation_id"] == "corr-client"
+        assert tracking.filter["since"] == "2026-01-01T00:00:00.000Z"
+        again = await orch.track(
+            "trigger_work",
+            trigger_binding_id="bind-order-shipped",
+            filter_correlation_id="corr-client",
+            since="2026-01-01T00:00:00Z",
+        )
+        assert again.tracking_id == tracking.tracking_id
+        with pytest.raises(InvalidRequest) as refused:
+            await orch.track("action_work", job_id="J-1", expect_jobs=2)
+        assert refused.value.field == "expect_jobs"
+        await orch.abandon(tracking.tracking_id)

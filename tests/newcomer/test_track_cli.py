@@ -159,3 +159,23 @@ async def test_status_shows_active_trackings_and_recent_outcomes(stack: Stack) -
     )
     assert int(row.split("│")[-2]) >= 3
     assert done.tracking_id in out and "succeeded" in out
+
+
+async def test_track_takes_the_filter_fields_of_the_kinds_found_by_filter(stack: Stack) -> None:
+    code, out = await cli(
+        "track", "trigger_work", "--trigger-binding-id", "bind-order-shipped",
+        "--entity-id", "ord-cli", "--expect-jobs", "2", "--server", stack.url, token=stack.token,
+    )  # fmt: skip
+    assert code == 0, out
+    assert "trigger_work (trigger_binding_id=bind-order-shipped entity_id=ord-cli" in out
+    assert "expect_jobs=2" in out
+    code, out = await cli(
+        "track", "action_work", "--job-id", "job-cli-1", "--server", stack.url, token=stack.token
+    )
+    assert code == 0 and "action_work job-cli-1" in out, out
+    code, out = await cli(
+        "track", "trigger_work", "--entity-id", "e", "--server", stack.url, token=stack.token
+    )
+    assert code == 10 and "field trigger_binding_id" in out, out
+    code, out = await cli("track", "--help", token=None)
+    assert "--trigger-binding-id" in out and "--filter-correlation-id" in out

@@ -50,8 +50,14 @@ async def test_queued_rows_say_how_to_track(api: Api) -> None:
     assert body["schedules"][0]["target_health"] == "Healthy"
     _, body = await explain(api, "orders.approve")
     assert body["execution_model"] == "validated_then_queued"
+    assert [r["tracking_kind"] for r in body["rows"]] == ["action_work"]
+    assert body["rows"][0]["tracking_fields"] == ["action_id", "entity_id", "job_id"]
     _, body = await explain(api, "orders.on-shipped")
     assert body["bindings"][0]["source"] == "EntityTrigger"
+    assert [r["tracking_kind"] for r in body["rows"]] == ["trigger_work"]
+    assert "trigger_binding_id" in body["rows"][0]["tracking_fields"]
+    _, body = await explain(api, "webhooks.stripe")
+    assert [r["tracking_kind"] for r in body["rows"]] == [None]  # request-blocking
 
 
 @pytest.mark.parametrize(

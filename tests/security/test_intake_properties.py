@@ -14,6 +14,8 @@ from orchestrator.api.intake import validate_intake
 from orchestrator.api.models import REMOTE_ID_RE
 from orchestrator.config import load_settings
 from orchestrator.errors import ApiProblem
+from orchestrator.vocabulary import FILTER_KINDS
+from orchestrator.workfilter import WorkFilter
 from tests.security.conftest import Live
 
 NOW = 1_800_000_000.0
@@ -27,8 +29,32 @@ json_values = st.recursive(
     max_leaves=12,
 )
 field_values = {
-    "kind": st.sampled_from(["function_job", "net_operation_build", "workspace_ui_build", "x"])
+    "kind": st.sampled_from(
+        [
+            "function_job",
+            "net_operation_build",
+            "workspace_ui_build",
+            "trigger_work",
+            "action_work",
+            "x",
+        ]
+    )
     | json_values,
+    **{
+        name: st.text(max_size=210)
+        | st.from_regex(r"[A-Za-z0-9._:-]{1,5}", fullmatch=True)
+        | json_values
+        for name in (
+            "trigger_binding_id",
+            "entity_id",
+            "filter_correlation_id",
+            "action_id",
+            "job_id",
+        )
+    },
+    "since": st.text(max_size=30)
+    | st.sampled_from(["2027-01-01T00:00:00Z", "2027-01-01T00:00:00"]),
+    "expect_jobs": st.integers() | json_values,
     "remote_id": st.text(max_size=210)
     | st.from_regex(r"[A-Za-z0-9._:-]{1,5}", fullmatch=True)
     | json_values,
@@ -62,7 +88,15 @@ def test_validate_intake_never_crashes_and_never_lets_an_unsafe_tracking_through
         assert 400 <= problem.status < 500
         assert problem.title and problem.to_body()["status"] == problem.status
         return
-    assert REMOTE_ID_RE.fullmatch(t.remote_id) and t.remote_id.strip(".")
+    found = WorkFilter.from_key(t.remote_id)
+    if t.kind in FILTER_KINDS:
+        # Stored under the filter's key; what reaches a URL is each id, validated.
+        assert found is not None and found.key() == t.remote_id
+        ids = [v for k, v in found.fields().items() if k != "filter_correlation_id"]
+        assert ids and all(REMOTE_ID_RE.fullmatch(v) and v.strip(".") for v in ids)
+    else:
+        assert found is None
+        assert REMOTE_ID_RE.fullmatch(t.remote_id) and t.remote_id.strip(".")
     assert t.workspace == "default"
     assert NOW < t.deadline_at <= NOW + settings_.polling.max_deadline_s
     if t.callback_url is not None:

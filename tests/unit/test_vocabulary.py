@@ -7,6 +7,7 @@ from pathlib import Path
 
 import orchestrator.vocabulary as vocabulary
 from orchestrator.vocabulary import (
+    FILTER_KINDS,
     STATUS_KINDS,
     ErrorKind,
     Kind,
@@ -18,7 +19,15 @@ from orchestrator.vocabulary import (
 
 
 def test_the_words_are_the_contracts() -> None:
-    assert list(Kind) == ["function_job", "net_operation_build", "workspace_ui_build", "schedule"]
+    assert list(Kind) == [
+        "function_job",
+        "net_operation_build",
+        "workspace_ui_build",
+        "schedule",
+        "trigger_work",
+        "action_work",
+    ]
+    assert FILTER_KINDS == ("trigger_work", "action_work")
     assert STATUS_KINDS == ("function_job", "net_operation_build", "workspace_ui_build")
     assert list(TrackingState) == ["active", "terminal"]
     assert list(Outcome) == [

@@ -1,0 +1,169 @@
+"""Kinds ``trigger_work`` and ``action_work``: work found by filter (CONTRACT section 8).
+
+One poll, while fewer than ``expect_jobs`` jobs have matched, lists Function
+operations jobs by the tracking's filter from its ``since`` on; then reads
+each matched job that has not ended through the operations route
+(``GET .../function-operations/jobs/{jobId}``: the runtime job route is kept
+for API-enqueued jobs), and, once a job is terminal, its runs, whose last one
+gives the job's outcome. The tracking ends when every expected job has ended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from orchestrator.interpret import Phase
+from orchestrator.kinds.base import Judgement, PollTarget
+from orchestrator.platform.found_jobs import (
+    TERMINAL_JOB,
+    FoundJob,
+    FoundState,
+    adopt_rows,
+    ended,
+    judge_all,
+    list_filters,
+    text_status,
+    verdict,
+)
+from orchestrator.platform.operations import read_rows
+from orchestrator.platform.wire import get_ci, text
+from orchestrator.workspace.readresult import ReadResult
+
+if TYPE_CHECKING:
+    from orchestrator.store.base import Tracking
+    from orchestrator.workspace.client import WorkspaceClient
+
+# An answer the list route gave that a declared filter should have kept out.
+FILTER_IGNORED = "list_filter_ignored"
+
+
+class _Reads(NamedTuple):
+    state: FoundState | None
+    reads: list[ReadResult]
+    trouble: ReadResult | None
+    ignored: list[str]
+
+
+def _invalid(read: ReadResult, message: str) -> ReadResult:
+    error = {"kind": "invalid_response", "message": message}
+    return ReadResult("invalid_response", read.http_status, error=error, duration=read.duration)
+
+
+class FoundHandler:
+    def __init__(self, kind: str, skew_s: float) -> None:
+        self.kind = kind
+        self._skew_s = skew_s  # polling.filter_skew_s, for a row stored without its since
+        self._states: dict[str, FoundState | None] = {}
+
+    def adopt(self, t: Tracking, client: WorkspaceClient) -> tuple[str, bytes | None, float | None]:
+        self._states[t.tracking_id] = FoundState.from_json(
+            t.remote, t.remote_id, t.created_at - self._skew_s
+        )
+        return "", None, None
+
+    def forget(self, tracking_id: str) -> None:
+        self._states.pop(tracking_id, None)
+
+    async def read(self, target: PollTarget, client: WorkspaceClient) -> _Reads:
+        state = self._states.get(target.tracking_id)
+        reads: list[ReadResult] = []
+        if state is None:
+            unreadable = _invalid(ReadResult("ok"), "the stored filter cannot be read")
+            return _Reads(None, reads, unreadable, [])
+        ignored: list[str] = []
+        if state.listing:
+            rows, listed = await read_rows(
+                client, "function_jobs", list_filters(state), "JobId", "CreatedAt"
+            )
+            reads.append(listed)
+            if rows is None:
+                return _Reads(state, reads, listed, ignored)
+            ignored = adopt_rows(state, rows)
+        enums = client.enums["function_job"]
+        for job in state.jobs:
+            if ended(job, verdict(job, enums)):
+                continue  # its outcome is known: never read again
+            # Until it has ended, the job and (once its status is terminal) its runs
+            # are read afresh: a Completed job without Run evidence is read again.
+            job.runs = None
+            trouble = await self._read_job(client, job, reads)
+            if trouble is None and text_status(job, enums) in TERMINAL_JOB:
+                trouble = await self._read_runs(client, job, reads)
+            if trouble is not None:
+                return _Reads(state, reads, trouble, ignored)
+        return _Reads(state, reads, None, ignored)
+
+    @staticmethod
+    async def _read_job(
+        client: WorkspaceClient, job: FoundJob, reads: list[ReadResult]
+    ) -> ReadResult | None:
+        path = client.cfg.paths.operations_job.replace("{id}", job.job_id)
+        read = await client.call("GET", path)
+        reads.append(read)
+        if read.result != "ok":
+            return read
+        body = read.body
+        if isinstance(body, Mapping) and get_ci(body, "JobId") is None:
+            body = get_ci(body, "Data")  # an envelope, as on enqueue
+        if not isinstance(body, Mapping):
+            return _invalid(read, f"{path}: not a job body")
+        job.body = dict(body)
+        return None
+
+    @staticmethod
+    async def _read_runs(
+        client: WorkspaceClient, job: FoundJob, reads: list[ReadResult]
+    ) -> ReadResult | None:
+        function_id = text(job.body, "BusinessFunctionId") or text(job.body, "FunctionKey")
+        created = text(job.body, "CreatedAt")
+        if function_id is None or created is None:
+            job.runs = []  # nothing to filter the runs by: the job's own Run stands
+            return None
+        query = {"function_id": function_id, "from": created}
+        rows, read = await read_rows(client, "function_runs", query, "RunId", "StartedAt")
+        reads.append(read)
+        if rows is None:
+            return read
+        job.runs = [dict(r) for r in rows if text(r, "JobId") == job.job_id]
+        return None
+
+    def judge(self, target: PollTarget, client: WorkspaceClient, found: _Reads) -> Judgement:
+        state, reads, trouble = found.state, found.reads, found.trouble
+        retry_after = max((r.retry_after for r in reads if r.retry_after), default=None)
+        j = Judgement(
+            "ok" if trouble is None else trouble.result,
+            [(r.result, r.duration) for r in reads],
+            answered=bool(reads) and all(r.answered for r in reads),
+            retry_after=retry_after,
+            error=None if trouble is None or trouble.result == "not_found" else trouble.error,
+            not_found_reason="job_not_found",
+        )
+        if state is None:
+            return j
+        judged = judge_all(state, client.enums["function_job"])
+        j.summary = judged.summary
+        j.remote = state.to_json()
+        if found.ignored:
+            j.anomaly = FILTER_IGNORED
+            j.anomaly_details = {"fields": sorted(set(found.ignored))}
+        if trouble is not None:
+            return j
+        if judged.invalid is not None:
+            j.label = "invalid_response"
+            j.error = {"kind": "invalid_response", "message": judged.invalid}
+            return j
+        j.phase = judged.phase
+        j.fingerprint = judged.fingerprint
+        j.remote_status = judged.remote_status
+        j.next_run_at = judged.next_run_at
+        if judged.anomaly is not None:
+            j.anomaly, j.anomaly_details = judged.anomaly, judged.anomaly_details
+        if judged.phase in (Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED):
+            j.result = dict(judged.summary)
+        return j
+
+    async def conclude(
+        self, target: PollTarget, client: WorkspaceClient, judgement: Judgement
+    ) -> dict[str, Any] | None:
+        return judgement.result
