@@ -38,7 +38,7 @@ NOTES = {
     "polling.adaptive.min_samples": "finished trackings before a class is trusted",
     "polling.adaptive.half_life_samples": "older samples fade after this many newer",
     "polling.adaptive.max_classes": "work classes kept, all workspaces together",
-    "metrics.max_classes": "class label values; the rest are \"other\"",
+    "metrics.max_classes": 'class label values; the rest are "other"',
     "workspaces.max_in_flight": "requests of every kind at once",
     "workspaces.max_requests_per_second": "held over every one-second window",
     "workspaces.list_page_size": "Limit of each Function operations list page",

@@ -88,6 +88,7 @@ def validate_intake(raw: Any, settings: Settings, now: float) -> NewTracking:
         correlation_id=body.correlation_id,
         callback_url=body.callback_url,
         notify=body.notify,
+        work_class=body.function_key or body.build_kind,
     )
 
 

@@ -36,6 +36,9 @@ class NewTracking:
     correlation_id: str | None = None
     callback_url: str | None = None
     notify: str = "terminal"
+    # The intake's hint of the work's class for adaptive polling (function_key,
+    # build_kind): handed to the engine, not stored (a read of the work shows it).
+    work_class: str | None = None
 
 
 @dataclass(slots=True)
