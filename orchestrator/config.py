@@ -69,7 +69,7 @@ class AdaptiveConfig(_Section):
     # Mean delay, in seconds, between the remote end and the read that sees it.
     detection_target_s: float = Field(default=1.0, gt=0)
     # Finished trackings of a class before its durations are trusted.
-    min_samples: int = Field(default=20, ge=1)
+    min_samples: int = Field(default=10, ge=1)
     # A sample weighs half as much after this many newer ones of its class.
     half_life_samples: float = Field(default=50, ge=1)
     # Classes kept (every workspace and kind together); the least recently
