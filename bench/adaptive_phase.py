@@ -36,7 +36,6 @@ CLASSES = (
     "bench.adaptive.drift",
 )
 DRIFTS = "bench.adaptive.drift"
-classes: dict[str, str] = {}  # remote id -> its function key, for the per-class figures
 
 
 def timeline(key: str, late: bool, rng: random.Random, scale: float) -> list[dict[str, Any]]:
@@ -58,12 +57,12 @@ async def _post(session: aiohttp.ClientSession, url: str, item: dict[str, Any]) 
 
 async def _feed(
     session: aiohttp.ClientSession, sim: str, sides: dict[str, Serve], p: Params
-) -> tuple[list[Planned], dict[str, dict[str, Planned]]]:
+) -> tuple[list[Planned], dict[str, dict[str, Planned]], dict[str, str]]:
     rng = random.Random(11)
     plan: list[Planned] = []
     by_side: dict[str, dict[str, Planned]] = {side: {} for side in sides}
+    classes: dict[str, str] = {}  # remote id -> its function key
     start = time.monotonic()
-    classes.clear()
     for i in range(p.adaptive_jobs):
         await asyncio.sleep(
             max(0.0, start + i * p.adaptive_arrive_s / p.adaptive_jobs - time.monotonic())
@@ -84,7 +83,7 @@ async def _feed(
         ids = await asyncio.gather(*(_post(session, s.url, items[n]) for n, s in sides.items()))
         for side, tracking_id in zip(sides, ids, strict=True):
             by_side[side][tracking_id] = job
-    return plan, by_side
+    return plan, by_side, classes
 
 
 def _figures(side: str, sink: Sink, jobs: dict[str, Planned]) -> dict[str, float]:
@@ -117,7 +116,7 @@ async def adaptive(
     try:
         for serve in sides.values():
             await serve.start(session)
-        plan, by_side = await _feed(session, sim.url, sides, p)
+        plan, by_side, classes = await _feed(session, sim.url, sides, p)
         last = max(q.created + q.terminal_s for q in plan)
         async with asyncio.timeout(max(0.0, last - time.time()) + 60):
             while any(
