@@ -144,20 +144,6 @@ class Metrics:
             ["workspace"],
             registry=r,
         )
-        # Adaptive polling's learned durations; "class" is a function key or a build
-        # kind, bounded by metrics.max_classes (the rest are "other").
-        self.work_duration_seconds = Gauge(
-            "orchestrator_work_duration_seconds",
-            "Learned time from creation to end of a work class, by quantile.",
-            ["workspace", "kind", "class", "quantile"],
-            registry=r,
-        )
-        self.work_duration_samples = Gauge(
-            "orchestrator_work_duration_samples",
-            "Finished trackings the learned durations of a work class come from.",
-            ["workspace", "kind", "class"],
-            registry=r,
-        )
         self.ready = Gauge(
             "orchestrator_ready",
             "1 when the service is ready (store writable, not draining).",

@@ -53,6 +53,14 @@ class DurationSketch:
         return sum(self.bins.values())
 
     @property
+    def mean(self) -> float:
+        """The weighted mean duration, each bin at its middle (0 when empty)."""
+        total = self.weight
+        if total <= 0:
+            return 0.0
+        return sum(w * (edge(i) + edge(i + 1)) / 2 for i, w in self.bins.items()) / total
+
+    @property
     def settled(self) -> bool:
         return self.surprise <= SURPRISE_LIMIT
 

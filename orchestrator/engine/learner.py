@@ -14,9 +14,12 @@ import asyncio
 import logging
 import sys
 from collections import OrderedDict
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import anyio
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from orchestrator.engine.adaptive import next_read, plan_grid
 from orchestrator.engine.durations import DurationSketch
@@ -51,18 +54,49 @@ class _Class:
         self.planned_at = float("-inf")
 
 
+class DurationCollector(Collector):
+    """``orchestrator_work_duration_seconds`` (a summary: quantiles and a count) and
+    ``orchestrator_work_duration_samples``, computed from the sketches at scrape time."""
+
+    def __init__(self, shown: dict[Key, DurationSketch]) -> None:
+        self._shown = shown
+
+    def collect(self) -> Iterable[Metric]:
+        summary = Metric(
+            "orchestrator_work_duration_seconds",
+            "Learned time from creation to end of a work class, by quantile.",
+            "summary",
+        )
+        samples = GaugeMetricFamily(
+            "orchestrator_work_duration_samples",
+            "Finished trackings the learned durations of a work class come from.",
+            labels=["workspace", "kind", "class"],
+        )
+        for (workspace, kind, label), sketch in list(self._shown.items()):
+            labels = {"workspace": workspace, "kind": kind, "class": label}
+            for q in QUANTILES:
+                summary.add_sample(summary.name, {**labels, "quantile": str(q)}, sketch.quantile(q))
+            summary.add_sample(summary.name + "_count", labels, float(sketch.count))
+            summary.add_sample(summary.name + "_sum", labels, sketch.count * sketch.mean)
+            samples.add_metric([workspace, kind, label], float(sketch.count))
+        yield summary
+        yield samples
+
+
 class Learner:
     def __init__(self, settings: Settings, metrics: Metrics, clock: Clock) -> None:
         self._polling = settings.polling
         self._cfg = settings.polling.adaptive
         self._max_labels = settings.metrics.max_classes
-        self._metrics = metrics
         self._clock = clock
         self._classes: OrderedDict[Key, _Class] = OrderedDict()
         self._dirty: set[Key] = set()
         self._forget: set[Key] = set()
         self._labelled: set[Key] = set()
         self._others: dict[tuple[str, str], DurationSketch] = {}
+        # What /metrics shows, by (workspace, kind, class label): read at scrape time.
+        self.shown: dict[Key, DurationSketch] = {}
+        metrics.registry.register(DurationCollector(self.shown))
 
     # -- the engine's side ----------------------------------------------------------------
 
@@ -162,10 +196,7 @@ class Learner:
         return True
 
     def _show(self, workspace: str, kind: str, label: str, sketch: DurationSketch) -> None:
-        m = self._metrics
-        for q in QUANTILES:
-            m.work_duration_seconds.labels(workspace, kind, label, str(q)).set(sketch.quantile(q))
-        m.work_duration_samples.labels(workspace, kind, label).set(sketch.count)
+        self.shown[workspace, kind, label] = sketch
 
     # -- durable --------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 
 from orchestrator.clock import iso
 from orchestrator.config import load_settings
@@ -20,7 +21,7 @@ from orchestrator.engine.adaptive import backoff_reads, next_read, plan_grid, re
 from orchestrator.engine.decision import decide
 from orchestrator.engine.durations import DurationSketch
 from orchestrator.engine.entry import Entry
-from orchestrator.engine.learner import Learner
+from orchestrator.engine.learner import DurationCollector, Learner
 from orchestrator.interpret import Phase, fallback_enums
 from orchestrator.kinds.base import Judgement
 from orchestrator.metrics import Metrics
@@ -257,13 +258,12 @@ async def test_classes_are_bounded_in_memory_store_and_labels() -> None:
     assert sorted(w.work_class for w in await store.load_work_classes()) == [
         "fn.b", "fn.c", "fn.d"
     ]  # fmt: skip
-    labels = {
-        s.labels["class"]
-        for metric in lr._metrics.registry.collect()
-        if metric.name == "orchestrator_work_duration_samples"
-        for s in metric.samples
-    }
-    assert labels == {"fn.a", "fn.b", "other"}  # metrics.max_classes is 2
+    assert {k[2] for k in lr.shown} == {"fn.a", "fn.b", "other"}  # metrics.max_classes is 2
+    registry = CollectorRegistry()
+    registry.register(DurationCollector(lr.shown))
+    text = generate_latest(registry).decode()
+    assert 'orchestrator_work_duration_seconds{class="other",kind="function_job",' in text
+    assert 'orchestrator_work_duration_samples{class="other"' in text
 
 
 # -- the engine -------------------------------------------------------------------------------
