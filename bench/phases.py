@@ -53,12 +53,30 @@ class Params:
     batch_size: int = 1000
     # turns each of the baseline and the saturated service take (see side_by_side)
     turns: int = 10
+    # adaptive polling beside the backoff: jobs of the class mix, arriving over a span
+    adaptive_jobs: int = 1000
+    adaptive_arrive_s: float = 40.0
 
 
 PROFILES = {
-    "smoke": Params("smoke", 300, 60, 16, 0.5, 1.0, 1.0, 1000, 40, 0.2),
+    "smoke": Params(
+        "smoke", 300, 60, 16, 0.5, 1.0, 1.0, 1000, 40, 0.2, adaptive_jobs=100, adaptive_arrive_s=5.0
+    ),
     "quick": Params("quick", 10_000, 1_500, 64, 1.0, 4.0, 4.0, 5_000, 400, 0.5),
-    "full": Params("full", 100_000, 5_000, 64, 2.0, 10.0, 15.0, 12_000, 2_000, 1.0),
+    "full": Params(
+        "full",
+        100_000,
+        5_000,
+        64,
+        2.0,
+        10.0,
+        15.0,
+        12_000,
+        2_000,
+        1.0,
+        adaptive_jobs=3000,
+        adaptive_arrive_s=90.0,
+    ),
 }
 
 
@@ -377,7 +395,7 @@ async def restart(session: aiohttp.ClientSession, serve: Serve, rate: float) -> 
 
 def polling(
     initial: float, maximum: float, multiplier: float = 2.0, jitter: float = 0.2
-) -> dict[str, float]:
+) -> dict[str, Any]:
     return {
         "initial_delay_s": initial,
         "max_delay_s": maximum,
@@ -391,7 +409,7 @@ def new_serve(
     name: str,
     sim: Simulator,
     db: Path,
-    pol: dict[str, float],
+    pol: dict[str, Any],
     p: Params,
     rate: float,
     sink: str | None = None,

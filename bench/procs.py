@@ -127,7 +127,7 @@ def serve_config(
     port: int,
     db: Path,
     sim_url: str,
-    polling: dict[str, float],
+    polling: dict[str, Any],
     max_in_flight: int,
     rate: float,
     sink_url: str | None = None,
@@ -140,7 +140,10 @@ def serve_config(
         "[store]",
         f'path = "{db}"',
         "[polling]",
-        *(f"{k} = {v!r}" for k, v in polling.items()),
+        *(
+            f"{k} = {str(v).lower() if isinstance(v, bool) else repr(v)}"
+            for k, v in polling.items()
+        ),
         "max_deadline_s = 604800",
         "[logging]",
         'format = "json"',

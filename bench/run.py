@@ -31,6 +31,7 @@ import orjson
 import uvloop
 
 from bench import history
+from bench.adaptive_phase import adaptive
 from bench.events_phase import events
 from bench.phases import PROFILES, Params, bulk_jobs, throughput
 from bench.procs import REPO, Simulator, kill_spawned
@@ -68,7 +69,9 @@ async def bench(p: Params, workdir: Path) -> dict[str, Any]:
             report.update(await throughput(session, sim, ids, p, workdir))
             phases["orchestrator"], mark = time.monotonic() - mark, time.monotonic()
             report.update(await events(session, sim, p, workdir))
-            phases["events"] = time.monotonic() - mark
+            phases["events"], mark = time.monotonic() - mark, time.monotonic()
+            report.update(await adaptive(session, sim, p, workdir))
+            phases["adaptive"] = time.monotonic() - mark
             report["phase_seconds"] = phases
         finally:
             sim.stop()
@@ -91,6 +94,8 @@ def _targets(r: dict[str, Any]) -> dict[str, bool]:
     out["restart_within_rate_limit"] = (
         r["restart_peak_polls_per_s"] <= 1.05 * r["restart_rate_limit"]
     )
+    out["adaptive_reads_per_terminal"] = r["adaptive_reads_per_terminal"] <= 2.0
+    out["adaptive_delay_p95_s"] = r["adaptive_delay_p95_s"] <= r["backoff_delay_p95_s"]
     out["one_read_per_window"] = (
         r["next_run_at_extra_reads"] == 0 and r["retry_after_reads_inside"] == 0
     )
@@ -136,6 +141,16 @@ def table(r: dict[str, Any]) -> str:
         ("event_after_remote_terminal_p99_s", "remote terminal -> sink p99, s"),
         ("polls_per_terminal", "polls per terminal (mix)"),
         ("polls_per_terminal_ideal_backoff", "ideal, same backoff, no jitter"),
+        ("adaptive_reads_per_terminal", "adaptive: reads per terminal (<= 2.0)"),
+        ("backoff_reads_per_terminal", "backoff: reads per terminal, same jobs"),
+        ("adaptive_delay_p50_s", "adaptive: remote terminal -> sink p50, s"),
+        ("backoff_delay_p50_s", "backoff: remote terminal -> sink p50, s"),
+        ("adaptive_delay_p95_s", "adaptive: p95, s (<= backoff's)"),
+        ("backoff_delay_p95_s", "backoff: p95, s"),
+        ("adaptive_delay_p99_s", "adaptive: p99, s"),
+        ("backoff_delay_p99_s", "backoff: p99, s"),
+        ("adaptive_late_reads_per_terminal", "adaptive, second half: reads per terminal"),
+        ("backoff_late_reads_per_terminal", "backoff, second half: reads per terminal"),
         ("next_run_at_extra_reads", "extra reads inside NextRunAt windows"),
         ("retry_after_reads_inside", "reads of a 429'd tracking in its window"),
         ("retry_after_workspace_reads_inside", "other reads arriving in the window"),

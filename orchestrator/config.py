@@ -62,6 +62,22 @@ class StoreConfig(_Section):
     max_batch: int = Field(default=2000, ge=1)
 
 
+class AdaptiveConfig(_Section):
+    """Adaptive polling: reads placed from the learned durations of each work class."""
+
+    enabled: bool = True
+    # Mean delay, in seconds, between the remote end and the read that sees it.
+    detection_target_s: float = Field(default=1.0, gt=0)
+    # Finished trackings of a class before its durations are trusted.
+    min_samples: int = Field(default=10, ge=1)
+    # A sample weighs half as much after this many newer ones of its class.
+    half_life_samples: float = Field(default=50, ge=1)
+    # Classes kept (every workspace and kind together); the least recently
+    # finished goes first.
+    max_classes: int = Field(default=1000, ge=1, le=100_000)
+    flush_interval_s: float = Field(default=30, gt=0)
+
+
 class PollingConfig(_Section):
     initial_delay_s: float = Field(default=1.0, gt=0)
     max_delay_s: float = Field(default=30.0, gt=0)
@@ -79,6 +95,7 @@ class PollingConfig(_Section):
     # Work found by filter (trigger_work, action_work) without a caller's `since`
     # matches jobs created from the intake time less this much (commit lag, clocks).
     filter_skew_s: float = Field(default=5.0, ge=0, le=3600)
+    adaptive: AdaptiveConfig = Field(default_factory=AdaptiveConfig)
 
     @model_validator(mode="after")
     def _order(self) -> PollingConfig:
@@ -199,6 +216,12 @@ class EventsConfig(_Section):
         return v
 
 
+class MetricsConfig(_Section):
+    # Work classes (function keys, build kinds) that get label values of their own;
+    # the rest are counted as "other".
+    max_classes: int = Field(default=50, ge=1, le=10_000)
+
+
 class LoggingConfig(_Section):
     format: Literal["json", "console"] = "json"
     level: str = "INFO"
@@ -218,6 +241,7 @@ class Settings(BaseSettings):
     workspaces: list[WorkspaceConfig] = Field(default_factory=lambda: [WorkspaceConfig()])
     events: EventsConfig = Field(default_factory=EventsConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
 
     @model_validator(mode="after")
     def _unique(self) -> Settings:

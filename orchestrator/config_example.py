@@ -36,6 +36,12 @@ NOTES = {
     "polling.deadline_margin_s": "added to a function job's deadline derived from the job",
     "workspaces.job_timeout_default_s": "the runtime Job timeout a null TimeoutSeconds means",
     "polling.filter_skew_s": "filter kinds: default since = intake time less this",
+    "polling.adaptive.enabled": "reads placed from learned durations",
+    "polling.adaptive.detection_target_s": "mean delay from remote end to its read",
+    "polling.adaptive.min_samples": "finished trackings before a class is trusted",
+    "polling.adaptive.half_life_samples": "older samples fade after this many newer",
+    "polling.adaptive.max_classes": "work classes kept, all workspaces together",
+    "metrics.max_classes": 'class label values; the rest are "other"',
     "workspaces.max_in_flight": "requests of every kind at once",
     "workspaces.max_requests_per_second": "held over every one-second window",
     "workspaces.list_page_size": "Limit of each Function operations list page",
@@ -85,7 +91,7 @@ def _table(name: str, model: BaseModel, note_prefix: str, out: list[str], mark: 
 def render() -> str:
     s = Settings()
     out = [HEADER.rstrip("\n")]
-    for section in ("server", "store", "polling", "logging"):
+    for section in ("server", "store", "polling", "logging", "metrics"):
         _table(section, getattr(s, section), section, out)
     for workspace in s.workspaces:
         _table("workspaces", workspace, "workspaces[]", out)

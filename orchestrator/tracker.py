@@ -51,10 +51,10 @@ class Tracker:
             return []
         stored = await self._store.create_trackings(items)
         created: Counter[tuple[str, str]] = Counter()
-        for tracking, new in stored:
+        for (tracking, new), item in zip(stored, items, strict=True):
             if new:
                 created[tracking.workspace, tracking.kind] += 1
-                self._engine.add(tracking)
+                self._engine.add(tracking, item.work_class)
         for (workspace, kind), n in created.items():
             self._metrics.trackings_created_total.labels(workspace=workspace, kind=kind).inc(n)
         return stored

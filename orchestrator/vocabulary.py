@@ -113,6 +113,7 @@ class NextPollReason(StrEnum):
 
     FIRST_READ = "first_read"  # after intake or a restart
     BACKOFF = "backoff"  # the growing delay between reads of unchanged work
+    ADAPTIVE = "adaptive"  # when the work's class is likely to have ended
     NEXT_RUN_AT = "next_run_at"  # a queued job waits for its NextRunAt
     RETRY_AFTER = "retry_after"  # the workspace asked us to wait (429/503)
     NOT_FOUND_CONFIRMATION = "not_found_confirmation"  # a 404 to be confirmed

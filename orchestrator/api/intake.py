@@ -101,6 +101,7 @@ def validate_intake(
         notify=body.notify,
         deadline_source=source,
         remote=remote,
+        work_class=body.function_key or body.build_kind,
     )
 
 

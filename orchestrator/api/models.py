@@ -22,6 +22,7 @@ from orchestrator.vocabulary import (
 )
 
 REMOTE_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,200}")
+FUNCTION_KEY_RE = re.compile(r"[A-Za-z0-9._:/@+-]{1,200}")  # as engine/workclass.py reads it
 LABEL_KEY_RE = re.compile(r"[A-Za-z0-9_.-]{1,63}")
 MAX_LABELS = 32
 MAX_BATCH = 1000
@@ -87,6 +88,19 @@ class IntakeBody(BaseModel):
     expect_jobs: int | None = Field(
         default=None, ge=1, le=100, description="How many matched jobs end the tracking (1)."
     )
+    function_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description=(
+            "Function jobs: the job's FunctionKey, a hint of its class for adaptive polling "
+            "before the first read (the job's own wins)."
+        ),
+    )
+    build_kind: Literal["Build", "Check"] | None = Field(
+        default=None,
+        description="Builds: the kind submitted, a hint of its class for adaptive polling.",
+    )
 
     @field_validator("deadline_at", "since", mode="before")
     @classmethod
@@ -125,6 +139,13 @@ class IntakeBody(BaseModel):
             raise ValueError("must be printable text without surrounding spaces")
         return v
 
+    @field_validator("function_key")
+    @classmethod
+    def _function_key(cls, v: str | None) -> str | None:
+        if v is not None and not FUNCTION_KEY_RE.fullmatch(v):
+            raise ValueError("must be 1-200 characters of [A-Za-z0-9._:/@+-]")
+        return v
+
     @field_validator("labels")
     @classmethod
     def _labels(cls, v: dict[str, str]) -> dict[str, str]:
@@ -145,6 +166,11 @@ class IntakeBody(BaseModel):
             raise ValueError("remote_id: one of remote_id or enqueue_response is required")
         if self.deadline_at is not None and self.timeout_s is not None:
             raise ValueError("timeout_s: give deadline_at or timeout_s, not both")
+        if self.function_key is not None and self.kind is not Kind.FUNCTION_JOB:
+            raise ValueError("function_key: only for kind function_job")
+        builds = (Kind.NET_OPERATION_BUILD, Kind.WORKSPACE_UI_BUILD)
+        if self.build_kind is not None and self.kind not in builds:
+            raise ValueError("build_kind: only for the build kinds")
         return self
 
 

@@ -102,11 +102,14 @@ def decide(
     now_m: float,
     p: PollingConfig,
     draw: float,
+    planned: float | None = None,
 ) -> Decision:
     """The next step for a tracking in state ``s`` after a poll judged ``j``.
 
     ``draw`` is a uniform number in [0, 1) for the jitter; wall times (the
-    judgement's) become monotonic ones by ``now_m - now_w``.
+    judgement's) become monotonic ones by ``now_m - now_w``. ``planned`` is
+    adaptive polling's read (monotonic; ``engine/adaptive.py``), taken instead
+    of the backoff; every other rule below still wins over it.
     """
     d = Decision(s.fingerprint, s.digest, s.remote_status, j.error, s.nf_count, s.nf_first)
     d.anomaly = s.anomaly
@@ -153,6 +156,10 @@ def decide(
     )
     due = now_m + d.delay * (1.0 + p.jitter * (2.0 * draw - 1.0))
     reason = NextPollReason.BACKOFF
+    if planned is not None:
+        # The backoff restarts from its first delay should the plan run out.
+        d.delay = None
+        due, reason = min(max(planned, now_m), now_m + p.max_delay_s), NextPollReason.ADAPTIVE
     to_mono = now_m - now_w
     if j.label == "not_found" and not j.hold:
         # Backoff must not stretch the confirmation window far past its minimum.

@@ -23,6 +23,7 @@ from orchestrator.engine.cancel import CancelAnswer, cancel
 from orchestrator.engine.decision import Decision, decide
 from orchestrator.engine.entry import Entry
 from orchestrator.engine.finishing import FINISH_RETRY_S, Finisher
+from orchestrator.engine.learner import Learner
 from orchestrator.engine.probes import PollMetrics
 from orchestrator.engine.resume import ResumePending, plan_resume
 from orchestrator.engine.scheduler import WorkspaceScheduler
@@ -90,6 +91,7 @@ class Engine:
         self._pollers = anyio.CancelScope()
         self._pollers_done = asyncio.Event()
         self.pending = ResumePending(metrics)  # resumed trackings not read yet
+        self.learner = Learner(settings, metrics, clock)  # adaptive polling
 
     @property
     def stopping(self) -> bool:
@@ -104,14 +106,17 @@ class Engine:
 
     # -- adding -------------------------------------------------------------
 
-    def add(self, t: Tracking) -> None:
-        """Start polling a new active tracking from intake."""
+    def add(self, t: Tracking, work_class: str | None = None) -> None:
+        """Start polling a new active tracking from intake (``work_class``: its hint)."""
         made = self._register(t, self._mono_offset())
         if made is not None:
             self.probes.active(t.workspace, t.kind).inc()
             entry, due_floor = made
+            planned = self.learner.hint(entry, work_class)
             first_delay = jittered(self.polling.initial_delay_s, self.polling.jitter, self.rng)
-            self._schedule_first(entry, max(self.clock.monotonic() + first_delay, due_floor))
+            due = self.clock.monotonic() + first_delay if planned is None else planned
+            self._schedule_first(entry, max(due, due_floor))
+            entry.reason = NextPollReason.FIRST_READ if planned is None else NextPollReason.ADAPTIVE
 
     def _register(self, t: Tracking, to_mono: float) -> tuple[Entry, float] | None:
         """The tracking's entry (not yet scheduled) and the earliest time to read it.
@@ -133,16 +138,15 @@ class Engine:
         self.schedulers[entry.workspace].schedule(entry, min(due, entry.deadline_mono))
 
     async def resume(self, store: Store, page_size: int = 500) -> int:
-        """Resume every active tracking after a restart; returns how many.
+        """Resume every active tracking (and what adaptive polling had learned) after a
+        restart; returns how many.
 
-        Rows are read a page at a time and kept only as compact entries, so the
-        peak memory of a restart stays close to that of steady state. First
-        reads are spread over the longer of the initial delay and the time the
-        workspace's rate limit needs for all of them: no burst above the limit.
-        The spread is planned from the counts, so each page is scheduled as it
-        is read and pollers already running read the first pages while the
-        later ones load.
+        Rows are read a page at a time and kept only as compact entries (a restart's
+        peak memory stays near steady state). First reads are spread over the longer
+        of the initial delay and what the workspace's rate limit needs for all of them,
+        planned from the counts, so pollers read the first pages while later ones load.
         """
+        await self.learner.load(store)
         rates = {ws: c.cfg.max_requests_per_second for ws, c in self.clients.items()}
         plans = plan_resume(await store.active_counts(), rates, self.polling)
         for ws, counted in plans.items():
@@ -204,7 +208,8 @@ class Engine:
         for label, duration in j.reads:
             probes.polled(ws, kind, label, duration)
         probes.set_up(ws, j.answered)
-        d = decide(entry, j, now_w, now_m, self.polling, self.rng.random())
+        planned = self.learner.observe(entry, j, self.clients[ws].enums.get(kind), now_w, now_m)
+        d = decide(entry, j, now_w, now_m, self.polling, self.rng.random(), planned)
         if j.anomaly is not None:
             probes.anomaly(ws, kind, j.anomaly)
             if d.changed:  # logged once per anomalous body, not once per read of it
@@ -242,9 +247,8 @@ class Engine:
             event = self.events.status_changed(
                 entry.to_tracking(remote=j.remote, last_polled_at=now_w), now_w
             )
-        # A read that changed nothing is not written: the counters live in the
-        # entry (the API shows them from there) and are checkpointed at shutdown
-        # and with the terminal state.
+        # A read that changed nothing is not written: the counters live in the entry (the API
+        # shows them) and are checkpointed at shutdown and with the terminal state.
         if d.changed or event is not None or entry.last_error != previous_error:
             remote = j.remote if d.changed else None
             self.writer.add(entry.update(now_w, remote, d.changed, self._to_wall(d.due), event))
@@ -269,17 +273,6 @@ class Engine:
             t.next_poll_at = self._to_wall(entry.due)
             t.next_poll_reason = entry.reason
         return t
-
-    async def _checkpoint(self) -> None:
-        """Hand every active tracking's counters to the writer (at shutdown)."""
-        for i, entry in enumerate(list(self.entries.values()), 1):
-            if i % 5000 == 0:
-                # 100,000 updates in one go held the loop for 0.25-0.4 s (logged
-                # as a stall); /healthz and the metrics still answer while draining.
-                await asyncio.sleep(0)
-            if entry.last_polled_at is not None:
-                next_at = self._to_wall(entry.due)
-                self.writer.add(entry.update(entry.last_polled_at, None, False, next_at))
 
     # -- caller actions -----------------------------------------------------
 
@@ -360,6 +353,7 @@ class Engine:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._poll_all, name="pollers")
             tg.start_soon(self.writer.run, name="engine-writer")
+            tg.start_soon(self.learner.run, self.store, self._stop, name="adaptive-flush")
             tg.start_soon(
                 keep_enums_fresh,
                 self.clients,
@@ -395,5 +389,6 @@ class Engine:
                 await self._pollers_done.wait()
         if self.finisher.tasks:
             await asyncio.wait(list(self.finisher.tasks))
-        await self._checkpoint()
+        await self.writer.checkpoint(list(self.entries.values()), self._to_wall)
+        await self.learner.flush(self.store)
         self.writer.close()

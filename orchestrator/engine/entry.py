@@ -41,7 +41,9 @@ class Entry:
         "remote_id",
         "remote_status",
         "resumed",
+        "started",
         "tracking_id",
+        "work_class",
         "workspace",
     )
 
@@ -76,6 +78,10 @@ class Entry:
         self.anomaly: dict[str, object] | None = None  # the last one, while failing closed
         self.resumed = False  # resumed at start-up and not read yet by this process
         self.reason = NextPollReason.FIRST_READ  # why the next read is due when it is
+        # Adaptive polling: the work's class (function key, build kind) once known, and
+        # when the work began (its own CreatedAt once read, else our intake).
+        self.work_class: str | None = None
+        self.started = t.created_at
 
     def to_tracking(
         self,

@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import anyio
 
+from orchestrator.engine.entry import Entry
 from orchestrator.errors import StoreError
 from orchestrator.events.bus import EventBus
 from orchestrator.store.base import Finish, PollUpdate, Store, Tracking
@@ -87,6 +88,17 @@ class EngineWriter:
         answer: asyncio.Future[list[bool]] = asyncio.get_running_loop().create_future()
         self._send.send_nowait(_Finishing(list(items), answer))
         return await answer
+
+    async def checkpoint(self, entries: Sequence[Entry], to_wall: Callable[[float], float]) -> None:
+        """Every active entry's counters as poll results (at shutdown: reads that
+        changed nothing are not written as they happen)."""
+        for i, entry in enumerate(entries, 1):
+            if i % 5000 == 0:
+                # 100,000 updates in one go held the loop for 0.25-0.4 s (logged
+                # as a stall); /healthz and the metrics still answer while draining.
+                await asyncio.sleep(0)
+            if entry.last_polled_at is not None:
+                self.add(entry.update(entry.last_polled_at, None, False, to_wall(entry.due)))
 
     def close(self) -> None:
         """No more writes: ``run`` writes what was sent, then returns."""

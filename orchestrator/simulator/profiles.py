@@ -215,6 +215,21 @@ def _fast_job() -> JobBehaviour:
     )
 
 
+def _adaptive_mix() -> dict[str, JobBehaviour]:
+    """The benchmark's work classes for adaptive polling: some tight, one spread, and one
+    that drifts (``.later`` is what ``bench.adaptive.drift`` takes in a run's second half)."""
+    quick = Dist(0.2, 0.3)
+    runs = {
+        "bench.adaptive.brief": Dist(0.8, 1.0),
+        "bench.adaptive.steady": Dist(3.8, 4.2),
+        "bench.adaptive.long": Dist(7.6, 8.4),
+        "bench.adaptive.spread": Dist(0.5, 9.0),
+        "bench.adaptive.drift": Dist(1.8, 2.2),
+        "bench.adaptive.drift.later": Dist(5.5, 6.0),
+    }
+    return {key: JobBehaviour(pickup_s=quick, duration_s=run) for key, run in runs.items()}
+
+
 def builtin_profiles() -> dict[str, Profile]:
     """A fresh copy of the bundled profiles (built on call: nothing at import time)."""
     default = Profile(
@@ -239,6 +254,7 @@ def builtin_profiles() -> dict[str, Profile]:
             max_attempts=2,
             retry_delay_s=1.0,
         ),
+        jobs_by_key=_adaptive_mix(),
         build=BuildBehaviour(queue_s=Dist(0.5, 2.0), duration_s=Dist(2.0, 8.0)),
         request_log=False,
         fast_reads=True,

@@ -18,6 +18,7 @@ from orchestrator.store.base import (
     Store,
     Tracking,
     TrackingQuery,
+    WorkClassSummary,
 )
 from orchestrator.store.memory import MemoryStore
 from orchestrator.store.sqlite import SqliteStore
@@ -39,6 +40,7 @@ __all__ = [
     "Store",
     "Tracking",
     "TrackingQuery",
+    "WorkClassSummary",
     "open_store",
 ]
 

@@ -20,6 +20,7 @@ from orchestrator.store.base import (
     PollUpdate,
     ReplaySpan,
     Tracking,
+    WorkClassSummary,
 )
 
 
@@ -221,3 +222,15 @@ def enable_sink(conn: sqlite3.Connection, destination: str, event: NewEvent) -> 
 
 def probe(conn: sqlite3.Connection) -> None:
     conn.execute(queries.PROBE_WRITE, (time.time(),))
+
+
+def save_work_classes(
+    conn: sqlite3.Connection,
+    items: Sequence[WorkClassSummary],
+    forget: Sequence[tuple[str, str, str]],
+) -> None:
+    conn.executemany(
+        queries.SAVE_WORK_CLASS,
+        [(i.workspace, i.kind, i.work_class, _rows.dump(i.summary), i.updated_at) for i in items],
+    )
+    conn.executemany(queries.FORGET_WORK_CLASS, forget)

@@ -39,6 +39,9 @@ class NewTracking:
     deadline_source: str = "default"  # a DeadlineSource's value
     # What the tracking starts with as ``remote`` (work found by filter: its filter).
     remote: Any = None
+    # The intake's hint of the work's class for adaptive polling (function_key,
+    # build_kind): handed to the engine, not stored (a read of the work shows it).
+    work_class: str | None = None
 
 
 @dataclass(slots=True)
@@ -182,6 +185,21 @@ class Delivery:
     delivered_at: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class WorkClassSummary:
+    """What adaptive polling has learned of one work class (``engine/durations.py``).
+
+    ``summary`` is the learner's own JSON object, stored as it is; the store never
+    looks inside. One row per (workspace, kind, work_class).
+    """
+
+    workspace: str
+    kind: str
+    work_class: str
+    summary: dict[str, Any]
+    updated_at: float
+
+
 @dataclass(slots=True)
 class TrackingQuery:
     state: TrackingState | None = None
@@ -309,3 +327,12 @@ class Store(Protocol):
         events are all delivered or dead, with those events and deliveries, and up
         to ``batch`` operational events (time < before) likewise settled. Returns
         how many trackings and operational events were deleted."""
+
+    async def load_work_classes(self) -> list[WorkClassSummary]:
+        """Every stored work-class summary (loaded at start-up)."""
+
+    async def save_work_classes(
+        self, items: Sequence[WorkClassSummary], forget: Sequence[tuple[str, str, str]] = ()
+    ) -> None:
+        """Upsert ``items`` by (workspace, kind, work_class) and delete the ``forget``
+        keys, in one transaction. Last writer wins per row."""

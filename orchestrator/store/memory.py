@@ -22,6 +22,7 @@ from orchestrator.store.base import (
     PollUpdate,
     Tracking,
     TrackingQuery,
+    WorkClassSummary,
 )
 from orchestrator.vocabulary import TrackingState
 
@@ -31,6 +32,7 @@ class MemoryStore(MemoryLog):
         super().__init__()
         self._trackings: dict[str, Tracking] = {}
         self._by_remote: dict[tuple[str, str, str], str] = {}
+        self._work_classes: dict[tuple[str, str, str], WorkClassSummary] = {}
 
     # -- trackings ----------------------------------------------------------------------
 
@@ -183,6 +185,23 @@ class MemoryStore(MemoryLog):
         for delivery_id in [i for i, d in self._deliveries.items() if d.event_seq in seqs]:
             del self._deliveries[delivery_id]
         return len(doomed) + len(operational)
+
+    # -- adaptive polling's work classes ------------------------------------------------
+
+    async def load_work_classes(self) -> list[WorkClassSummary]:
+        self._read()
+        return [copy.deepcopy(w) for w in self._work_classes.values()]
+
+    async def save_work_classes(
+        self, items: Sequence[WorkClassSummary], forget: Sequence[tuple[str, str, str]] = ()
+    ) -> None:
+        if not items and not forget:
+            return
+        self._write()
+        for item in items:
+            self._work_classes[item.workspace, item.kind, item.work_class] = copy.deepcopy(item)
+        for key in forget:
+            self._work_classes.pop(key, None)
 
     def _is_active(self, tracking_id: str) -> bool:
         tracking = self._trackings.get(tracking_id)

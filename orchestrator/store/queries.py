@@ -253,3 +253,13 @@ DISABLE_SINK = (
 )
 ENABLE_SINK = "DELETE FROM disabled_sinks WHERE destination = ?"
 DISABLED_SINKS = "SELECT destination, since, reason FROM disabled_sinks ORDER BY destination"
+
+# -- adaptive polling's work classes ---------------------------------------------------------
+
+SAVE_WORK_CLASS = (
+    "INSERT INTO work_classes (workspace, kind, work_class, summary, updated_at)"
+    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (workspace, kind, work_class)"
+    " DO UPDATE SET summary = excluded.summary, updated_at = excluded.updated_at"
+)
+FORGET_WORK_CLASS = "DELETE FROM work_classes WHERE workspace = ? AND kind = ? AND work_class = ?"
+WORK_CLASSES = "SELECT workspace, kind, work_class, summary, updated_at FROM work_classes"

@@ -37,6 +37,7 @@ from orchestrator.store.base import (
     ReplaySpan,
     Tracking,
     TrackingQuery,
+    WorkClassSummary,
 )
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
@@ -210,6 +211,13 @@ class SqliteStore:
             functools.partial(ops.enable_sink, destination=destination, event=event)
         )
 
+    async def save_work_classes(
+        self, items: Sequence[WorkClassSummary], forget: Sequence[tuple[str, str, str]] = ()
+    ) -> None:
+        if items or forget:
+            save = functools.partial(ops.save_work_classes, items=list(items), forget=list(forget))
+            await self._submit(save, len(items) + len(forget))
+
     async def prune(self, before: float, batch: int) -> int:
         return await self._submit(
             functools.partial(ops.prune, before=before, batch=batch), max(1, batch)
@@ -279,6 +287,10 @@ class SqliteStore:
 
     async def disabled_sinks(self) -> list[DisabledSink]:
         return [DisabledSink(*row) for row in await self._read(queries.DISABLED_SINKS)]
+
+    async def load_work_classes(self) -> list[WorkClassSummary]:
+        rows = await self._read(queries.WORK_CLASSES)
+        return [WorkClassSummary(ws, k, c, _rows.load(blob), at) for ws, k, c, blob, at in rows]
 
     async def get_delivery(self, delivery_id: int) -> Delivery | None:
         rows = await self._read(queries.DELIVERY_BY_ID, (delivery_id,))

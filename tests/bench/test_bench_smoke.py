@@ -35,6 +35,14 @@ POSITIVE = (
     "polls_per_terminal",
     "polls_per_terminal_ideal_backoff",
     "polls_per_terminal_ideal_oracle",
+    "adaptive_reads_per_terminal",
+    "backoff_reads_per_terminal",
+    "adaptive_delay_p50_s",
+    "adaptive_delay_p95_s",
+    "adaptive_delay_p99_s",
+    "backoff_delay_p50_s",
+    "backoff_delay_p95_s",
+    "backoff_delay_p99_s",
     "simulator_cpu_share_baseline",
     "simulator_cpu_share_saturation",
     "elapsed_s",
@@ -89,6 +97,8 @@ def test_smoke_profile_writes_a_complete_report(tmp_path: Path) -> None:
     # The one-read-per-window figures are only worth their 0 if windows were seen.
     assert report["retry_after_windows_checked"] == 3
     assert report["next_run_at_windows_checked"] >= 1
+    assert report["adaptive_exit_codes"] == {"adaptive": 0, "backoff": 0}
+    assert {"adaptive_reads_per_terminal", "adaptive_delay_p95_s"} <= set(report["targets"])
     for key in ("intake_exit_code", "restart_exit_code", "half_exit_code", "events_exit_code"):
         assert report[key] == 0, key
     assert set(report["targets"]) >= {"ratio", "cpu_ratio", "lateness_p99_s", "one_read_per_window"}

@@ -65,6 +65,17 @@ def _future(seconds: float) -> str:
             "remote_id",
         ),
         ({"kind": "function_job", "enqueue_response": "job-3"}, "enqueue_response"),
+        # Adaptive polling's class hints.
+        ({**VALID, "function_key": "reports.nightly-export"}, None),
+        ({**VALID, "function_key": ""}, "function_key"),
+        ({**VALID, "function_key": "two words"}, "function_key"),
+        ({**VALID, "function_key": 7}, "function_key"),
+        ({**VALID, "function_key": "k" * 201}, "function_key"),
+        ({**VALID, "kind": "net_operation_build", "function_key": "f"}, "function_key"),
+        ({**VALID, "kind": "workspace_ui_build", "build_kind": "Check"}, None),
+        ({**VALID, "kind": "net_operation_build", "build_kind": "Deploy"}, "build_kind"),
+        ({**VALID, "kind": "net_operation_build", "build_kind": 0}, "build_kind"),
+        ({**VALID, "build_kind": "Build"}, "build_kind"),
     ],
 )
 async def test_each_validation_rule_names_its_field(

@@ -22,6 +22,7 @@ from orchestrator.store import (
     SqliteStore,
     Store,
     TrackingQuery,
+    WorkClassSummary,
 )
 
 
@@ -833,6 +834,55 @@ async def test_prune_deletes_old_settled_trackings_in_batches(store: Store) -> N
     # A new tracking may reuse a pruned remote id.
     [(_, is_new)] = await store.create_trackings([new("again", remote_id="J-0")])
     assert is_new
+
+
+# -- adaptive polling's work classes ---------------------------------------------------------
+
+
+def summary(cls: str, n: int, **overrides: Any) -> WorkClassSummary:
+    fields: dict[str, Any] = {
+        "workspace": "default",
+        "kind": "function_job",
+        "work_class": cls,
+        "summary": {"v": 1, "n": n, "bins": {"12": 1.5, "13": 0.25}},
+        "updated_at": 1_000.0 + n,
+    }
+    fields.update(overrides)
+    return WorkClassSummary(**fields)
+
+
+async def test_work_classes_start_empty(store: Store) -> None:
+    assert await store.load_work_classes() == []
+    await store.save_work_classes([], [])  # nothing to do is harmless
+
+
+async def test_work_classes_are_upserted_by_workspace_kind_and_class(store: Store) -> None:
+    await store.save_work_classes([summary("a", 1), summary("b", 2)])
+    await store.save_work_classes([summary("a", 3), summary("a", 4, kind="net_operation_build")])
+    found = {(w.workspace, w.kind, w.work_class): w for w in await store.load_work_classes()}
+    assert set(found) == {
+        ("default", "function_job", "a"),
+        ("default", "function_job", "b"),
+        ("default", "net_operation_build", "a"),
+    }
+    assert found["default", "function_job", "a"] == summary("a", 3)
+    assert found["default", "function_job", "b"].summary == summary("b", 2).summary
+
+
+async def test_forgotten_work_classes_are_deleted_with_the_same_save(store: Store) -> None:
+    await store.save_work_classes([summary("a", 1), summary("b", 2)])
+    await store.save_work_classes([summary("c", 3)], [("default", "function_job", "a")])
+    await store.save_work_classes([], [("default", "function_job", "nothing-here")])
+    names = sorted(w.work_class for w in await store.load_work_classes())
+    assert names == ["b", "c"]
+
+
+async def test_a_loaded_summary_is_a_copy(store: Store) -> None:
+    await store.save_work_classes([summary("a", 1)])
+    [loaded] = await store.load_work_classes()
+    loaded.summary["n"] = 99
+    [again] = await store.load_work_classes()
+    assert again.summary["n"] == 1
 
 
 # -- availability ---------------------------------------------------------------------------

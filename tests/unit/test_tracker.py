@@ -33,7 +33,7 @@ class RecordingEngine:
     entries: dict[str, Any] = field(default_factory=dict)  # none: the engine let go of all
     clients: dict[str, Any] = field(default_factory=dict)
 
-    def add(self, t: Tracking) -> None:
+    def add(self, t: Tracking, work_class: str | None = None) -> None:
         self.added.append(t.tracking_id)
 
     def live(self, t: Tracking) -> Tracking:

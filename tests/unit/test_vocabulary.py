@@ -46,7 +46,8 @@ def test_the_words_are_the_contracts() -> None:
         "unauthorized",
         "invalid_response",
     }
-    assert len(NextPollReason) == 6
+    assert len(NextPollReason) == 7
+    assert NextPollReason.ADAPTIVE == "adaptive"
 
 
 def test_a_poll_result_is_an_answer_or_an_error_kind() -> None:

@@ -1,0 +1,246 @@
+"""Adaptive polling's memory: the durations of each (workspace, kind, work class).
+
+The engine tells the learner what each read showed (``observe``), which also
+learns the duration of work that has ended, and gets back when the planner
+would read next (None: the backoff decides). Summaries are loaded from the
+store at start, flushed every ``flush_interval_s`` and at shutdown. Bounded: at
+most ``polling.adaptive.max_classes`` classes, the least recently finished goes
+first; at most ``metrics.max_classes`` of them get label values of their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import anyio
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from orchestrator.engine.adaptive import next_read, plan_grid
+from orchestrator.engine.durations import DurationSketch
+from orchestrator.engine.workclass import seen
+from orchestrator.errors import StoreError
+from orchestrator.interpret import TERMINAL_PHASES
+from orchestrator.store.base import Store, WorkClassSummary
+
+if TYPE_CHECKING:
+    from orchestrator.clock import Clock
+    from orchestrator.config import Settings
+    from orchestrator.engine.entry import Entry
+    from orchestrator.interpret import EnumMap
+    from orchestrator.kinds.base import Judgement
+    from orchestrator.metrics import Metrics
+
+log = logging.getLogger("orchestrator.engine")
+
+Key = tuple[str, str, str]  # (workspace, kind, work class)
+QUANTILES = (0.5, 0.9, 0.99)
+OTHER = "other"
+_REPLAN_S = 1.0  # a busy class's grid is drawn again at most this often
+
+
+class _Class:
+    __slots__ = ("grid", "planned_at", "sketch", "stale")
+
+    def __init__(self, sketch: DurationSketch) -> None:
+        self.sketch = sketch
+        self.grid: tuple[float, ...] = ()
+        self.stale = True
+        self.planned_at = float("-inf")
+
+
+class DurationCollector(Collector):
+    """``orchestrator_work_duration_seconds`` (a summary: quantiles and a count) and
+    ``orchestrator_work_duration_samples``, computed from the sketches at scrape time."""
+
+    def __init__(self, shown: dict[Key, DurationSketch]) -> None:
+        self._shown = shown
+
+    def collect(self) -> Iterable[Metric]:
+        summary = Metric(
+            "orchestrator_work_duration_seconds",
+            "Learned time from creation to end of a work class, by quantile.",
+            "summary",
+        )
+        samples = GaugeMetricFamily(
+            "orchestrator_work_duration_samples",
+            "Finished trackings the learned durations of a work class come from.",
+            labels=["workspace", "kind", "class"],
+        )
+        for (workspace, kind, label), sketch in list(self._shown.items()):
+            labels = {"workspace": workspace, "kind": kind, "class": label}
+            for q in QUANTILES:
+                summary.add_sample(summary.name, {**labels, "quantile": str(q)}, sketch.quantile(q))
+            summary.add_sample(summary.name + "_count", labels, float(sketch.count))
+            summary.add_sample(summary.name + "_sum", labels, sketch.count * sketch.mean)
+            samples.add_metric([workspace, kind, label], float(sketch.count))
+        yield summary
+        yield samples
+
+
+class Learner:
+    def __init__(self, settings: Settings, metrics: Metrics, clock: Clock) -> None:
+        self._polling = settings.polling
+        self._cfg = settings.polling.adaptive
+        self._max_labels = settings.metrics.max_classes
+        self._clock = clock
+        self._classes: OrderedDict[Key, _Class] = OrderedDict()
+        self._dirty: set[Key] = set()
+        self._forget: set[Key] = set()
+        self._labelled: set[Key] = set()
+        self._others: dict[tuple[str, str], DurationSketch] = {}
+        # What /metrics shows, by (workspace, kind, class label): read at scrape time.
+        self.shown: dict[Key, DurationSketch] = {}
+        metrics.registry.register(DurationCollector(self.shown))
+
+    # -- the engine's side ----------------------------------------------------------------
+
+    def hint(self, entry: Entry, work_class: str | None) -> float | None:
+        """A new tracking whose class the intake named: when to read it first (monotonic;
+        None: the usual first read)."""
+        if work_class is None:
+            return None
+        entry.work_class = sys.intern(work_class)
+        now_m = self._clock.monotonic()
+        due = self._due(entry, self._clock.now(), now_m)
+        return None if due is None else min(due, now_m + self._polling.max_delay_s)
+
+    def observe(
+        self, entry: Entry, j: Judgement, enums: EnumMap | None, now_w: float, now_m: float
+    ) -> float | None:
+        """What a read showed: the class and times of the work, its duration once it has
+        ended; returns the planner's next read (monotonic), or None for the backoff.
+        ``enums`` is None for a kind with no status route (a schedule): nothing to learn."""
+        if enums is None:
+            return None
+        if j.remote is not None and j.phase is not None:
+            s = seen(entry.kind, j.remote, enums)
+            if s.work_class is not None and s.work_class != entry.work_class:
+                if entry.work_class is not None:
+                    log.warning(
+                        "the work's own class differs from the intake's; the work's wins",
+                        extra={"fields": {
+                            "tracking_id": entry.tracking_id, "kind": entry.kind,
+                            "given": entry.work_class, "seen": s.work_class,
+                        }},
+                    )  # fmt: skip
+                entry.work_class = sys.intern(s.work_class)
+            if s.created_at is not None:
+                # Never later than we were told of it: a remote clock ahead of ours
+                # would otherwise make every read late.
+                entry.started = min(s.created_at, entry.created_at)
+            if j.phase in TERMINAL_PHASES:
+                ended = s.ended_at if s.ended_at is not None else now_w
+                self.learn(entry.workspace, entry.kind, entry.work_class, ended - entry.started)
+                return None
+        if j.label != "ok":
+            return None
+        return self._due(entry, now_w, now_m)
+
+    def _due(self, entry: Entry, now_w: float, now_m: float) -> float | None:
+        if not self._cfg.enabled or entry.work_class is None:
+            return None
+        c = self._classes.get((entry.workspace, entry.kind, entry.work_class))
+        if c is None or c.sketch.count < self._cfg.min_samples or not c.sketch.settled:
+            return None
+        if c.stale and now_m - c.planned_at >= _REPLAN_S:
+            c.grid = plan_grid(c.sketch, self._cfg.detection_target_s, self._polling)
+            c.stale, c.planned_at = False, now_m
+        age = max(0.0, now_w - entry.started)
+        at = next_read(c.grid, age, self._cfg.detection_target_s / 4)
+        return None if at is None else now_m + (at - age)
+
+    # -- learning -------------------------------------------------------------------------
+
+    def learn(self, workspace: str, kind: str, work_class: str | None, seconds: float) -> None:
+        """One finished duration of a class (the class unknown: nothing to learn)."""
+        if work_class is None or not seconds >= 0:
+            return
+        key = (workspace, kind, work_class)
+        c = self._classes.get(key)
+        if c is None:
+            c = self._admit(key, DurationSketch())
+        else:
+            self._classes.move_to_end(key)
+        c.sketch.add(seconds, self._cfg.half_life_samples)
+        c.stale = True
+        self._dirty.add(key)
+        if self._label(key):
+            self._show(workspace, kind, work_class, c.sketch)
+        else:
+            other = self._others.setdefault((workspace, kind), DurationSketch())
+            other.add(seconds, self._cfg.half_life_samples)
+            self._show(workspace, kind, OTHER, other)
+
+    def _admit(self, key: Key, sketch: DurationSketch) -> _Class:
+        while len(self._classes) >= self._cfg.max_classes:
+            gone, _ = self._classes.popitem(last=False)
+            self._dirty.discard(gone)
+            self._forget.add(gone)
+        self._forget.discard(key)
+        c = self._classes[key] = _Class(sketch)
+        return c
+
+    def _label(self, key: Key) -> bool:
+        """True when ``key`` gets labels of its own (the first ``metrics.max_classes``)."""
+        if key in self._labelled:
+            return True
+        if len(self._labelled) >= self._max_labels:
+            return False
+        self._labelled.add(key)
+        return True
+
+    def _show(self, workspace: str, kind: str, label: str, sketch: DurationSketch) -> None:
+        self.shown[workspace, kind, label] = sketch
+
+    # -- durable --------------------------------------------------------------------------
+
+    async def load(self, store: Store) -> int:
+        """The stored summaries, oldest first (so that the bound keeps the newest)."""
+        rows = sorted(await store.load_work_classes(), key=lambda r: r.updated_at)
+        for row in rows:
+            key = (row.workspace, row.kind, row.work_class)
+            sketch = DurationSketch.from_json(row.summary)
+            self._admit(key, sketch)
+            if self._label(key):
+                self._show(row.workspace, row.kind, row.work_class, sketch)
+            else:
+                other = self._others.setdefault((row.workspace, row.kind), DurationSketch())
+                other.merge(sketch)
+                self._show(row.workspace, row.kind, OTHER, other)
+        self._forget.clear()
+        return len(rows)
+
+    async def flush(self, store: Store) -> None:
+        """Write what changed since the last flush; on a store error, keep it for the next."""
+        dirty, forget = self._dirty, self._forget
+        if not dirty and not forget:
+            return
+        self._dirty, self._forget = set(), set()
+        now = self._clock.now()
+        items = [
+            WorkClassSummary(*key, self._classes[key].sketch.to_json(), now)
+            for key in dirty
+            if key in self._classes
+        ]
+        try:
+            await store.save_work_classes(items, sorted(forget))
+        except StoreError as exc:
+            self._dirty |= {k for k in dirty if k in self._classes}
+            self._forget |= forget
+            log.warning(
+                "work-class summaries not stored yet", extra={"fields": {"error": str(exc)}}
+            )
+
+    async def run(self, store: Store, stop: asyncio.Event) -> None:
+        """Flush every ``flush_interval_s`` until ``stop`` (the engine flushes last)."""
+        while not stop.is_set():
+            with anyio.move_on_after(self._cfg.flush_interval_s):
+                await stop.wait()
+            if not stop.is_set():
+                await self.flush(store)

@@ -1,0 +1,347 @@
+"""Adaptive polling: the planner on a fake clock, and the engine on virtual time.
+
+The planner's tests feed a ``Learner`` durations directly and ask it when it
+would read; the engine's run tracked jobs against the fake transport, whose
+bodies carry the FunctionKey and times a real job's do.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from orchestrator.clock import iso
+from orchestrator.config import load_settings
+from orchestrator.engine.adaptive import backoff_reads, next_read, plan_grid, read_grid
+from orchestrator.engine.decision import decide
+from orchestrator.engine.durations import DurationSketch
+from orchestrator.engine.entry import Entry
+from orchestrator.engine.learner import DurationCollector, Learner
+from orchestrator.interpret import Phase, fallback_enums
+from orchestrator.kinds.base import Judgement
+from orchestrator.metrics import Metrics
+from orchestrator.store.base import NewTracking, Tracking
+from orchestrator.store.memory import MemoryStore
+from orchestrator.vocabulary import NextPollReason
+from tests.engine.harness import EPOCH, Rig, body, rig, run
+
+TARGET = 1.0
+ENUMS = fallback_enums("function_job")
+
+
+@dataclass
+class FakeClock:
+    wall: float = EPOCH
+    mono: float = 0.0
+
+    def now(self) -> float:
+        return self.wall
+
+    def monotonic(self) -> float:
+        return self.mono
+
+    def advance(self, seconds: float) -> None:
+        self.wall += seconds
+        self.mono += seconds
+
+
+def learner(clock: FakeClock, **adaptive: Any) -> Learner:
+    settings = load_settings(
+        None,
+        polling={
+            "initial_delay_s": 0.5,
+            "max_delay_s": 8.0,
+            "adaptive": {"detection_target_s": TARGET, "min_samples": 10, **adaptive},
+        },
+        metrics={"max_classes": 2},
+    )
+    return Learner(settings, Metrics(), clock)
+
+
+def entry(clock: FakeClock, work_class: str | None = "fn.a", n: int = 1) -> Entry:
+    t = Tracking(
+        f"trk_{n}", "default", "function_job", f"J-{n}", "active", None, None, None, None,
+        0, None, None, None, clock.now() + 3600, clock.now(), None, {}, None, None, "terminal",
+    )  # fmt: skip
+    e = Entry(t, clock.monotonic() + 3600)
+    e.work_class = work_class
+    return e
+
+
+def pending() -> Judgement:
+    return Judgement("ok", (), answered=True, unchanged=True)
+
+
+def planned_age(lr: Learner, clock: FakeClock, e: Entry) -> float | None:
+    """The age of the work at the read the planner would make next (None: backoff)."""
+    due = lr.observe(e, pending(), ENUMS, clock.now(), clock.monotonic())
+    return None if due is None else due - clock.monotonic() + (clock.now() - e.started)
+
+
+def teach(lr: Learner, durations: list[float], work_class: str = "fn.a") -> None:
+    for d in durations:
+        lr.learn("default", "function_job", work_class, d)
+
+
+# -- the planner ------------------------------------------------------------------------------
+
+
+def test_a_steady_class_is_read_once_just_after_it_ends() -> None:
+    rng = random.Random(1)
+    clock = FakeClock()
+    lr = learner(clock)
+    teach(lr, [rng.uniform(4.9, 5.1) for _ in range(40)])
+    e = entry(clock)
+    age = planned_age(lr, clock, e)
+    assert age is not None
+    # After the class's longest duration, within about twice the target of it.
+    assert 5.1 <= age <= 5.1 + 2 * TARGET
+    clock.advance(age)
+    assert planned_age(lr, clock, e) is None  # outlived its class: the backoff decides
+
+
+def test_a_new_class_and_too_few_samples_fall_back_to_the_backoff() -> None:
+    clock = FakeClock()
+    lr = learner(clock)
+    assert planned_age(lr, clock, entry(clock, work_class=None)) is None
+    assert planned_age(lr, clock, entry(clock, work_class="fn.new")) is None
+    teach(lr, [5.0] * 9)
+    assert planned_age(lr, clock, entry(clock)) is None  # min_samples is 10
+    teach(lr, [5.0])
+    assert planned_age(lr, clock, entry(clock)) is not None
+
+
+def test_disabled_learns_but_never_plans() -> None:
+    clock = FakeClock()
+    lr = learner(clock, enabled=False)
+    teach(lr, [5.0] * 40)
+    assert planned_age(lr, clock, entry(clock)) is None
+
+
+def test_a_spread_class_keeps_the_mean_delay_within_the_target() -> None:
+    rng = random.Random(2)
+    sketch = DurationSketch()
+    for _ in range(400):
+        sketch.add(rng.uniform(1.0, 9.0), 200)
+    grid = read_grid(sketch.segments(), TARGET)
+    delays = []
+    for _ in range(2000):
+        d = rng.uniform(1.0, 9.0)
+        at = next_read(grid, d, 0.0)
+        if at is not None:
+            delays.append(at - d)
+    assert len(delays) > 1900  # the grid covers the class
+    assert sum(delays) / len(delays) <= TARGET * 1.15
+    assert not [g for g in grid if g < 0.9]  # no read where the class never ends
+
+
+def test_no_more_reads_than_the_backoff_over_a_wide_class() -> None:
+    rng = random.Random(3)
+    sketch = DurationSketch()
+    for _ in range(300):
+        sketch.add(rng.uniform(60, 600), 200)
+    p = load_settings(None, polling={"initial_delay_s": 1, "max_delay_s": 30}).polling
+    grid = plan_grid(sketch, TARGET, p)
+    assert grid and len(grid) <= backoff_reads(grid[-1], p, len(grid))
+    assert grid[0] > 55  # nothing read before the class's shortest work
+
+
+def test_recovers_after_a_drift() -> None:
+    rng = random.Random(4)
+    clock = FakeClock()
+    lr = learner(clock, half_life_samples=20)
+    teach(lr, [rng.uniform(1.9, 2.1) for _ in range(60)])
+    before = planned_age(lr, clock, entry(clock))
+    assert before is not None and before < 2.1 + 2 * TARGET
+    late = entry(clock, n=2)
+    clock.advance(before + 0.5)
+    assert planned_age(lr, clock, late) is None  # outlived the class: the backoff reads
+    # The class now takes three times as long. From its first such samples on, work
+    # that outlives the old durations is read where the new ones end.
+    teach(lr, [rng.uniform(5.9, 6.1) for _ in range(3)])
+    clock.advance(2.0)  # the grid is drawn again at most once a second
+    older = entry(clock, n=3)
+    older.started = clock.now() - 3.5
+    age = planned_age(lr, clock, older)
+    assert age is not None and 5.9 <= age <= 6.1 + 2 * TARGET
+    # And once the old durations have faded, the first read is at the new ones.
+    teach(lr, [rng.uniform(5.9, 6.1) for _ in range(200)])
+    clock.advance(2.0)
+    age = planned_age(lr, clock, entry(clock, n=4))
+    assert age is not None and 5.9 <= age <= 6.1 + 2 * TARGET
+
+
+def test_an_erratic_class_falls_back_to_the_backoff() -> None:
+    rng = random.Random(5)
+    clock = FakeClock()
+    lr = learner(clock)
+    teach(lr, [rng.uniform(2.0, 2.2) for _ in range(40)])
+    assert planned_age(lr, clock, entry(clock)) is not None
+    # Each new duration lands far outside everything seen before it.
+    teach(lr, [10.0 * 3**i for i in range(4)])
+    clock.advance(2.0)
+    assert planned_age(lr, clock, entry(clock, n=2)) is None
+
+
+def test_an_outlier_does_not_move_the_plan() -> None:
+    clock = FakeClock()
+    lr = learner(clock)
+    teach(lr, [3.0] * 50)
+    first = planned_age(lr, clock, entry(clock))
+    teach(lr, [300.0])
+    clock.advance(2.0)  # the grid is drawn again at most once a second
+    assert planned_age(lr, clock, entry(clock, n=2)) == pytest.approx(first, abs=0.01)
+
+
+def test_a_plan_never_passes_the_deadline_max_delay_or_a_retry_after() -> None:
+    clock = FakeClock()
+    e = entry(clock)
+    p = load_settings(None, polling={"max_delay_s": 8.0}).polling
+    far = clock.monotonic() + 100
+    d = decide(e, pending(), clock.now(), clock.monotonic(), p, 0.5, far)
+    assert (d.due, d.reason) == (clock.monotonic() + 8.0, NextPollReason.ADAPTIVE)
+    soon = clock.monotonic() + 2.0
+    limited = Judgement("rate_limited", (), answered=True, retry_after=5.0)
+    d = decide(e, limited, clock.now(), clock.monotonic(), p, 0.5, soon)
+    assert d.due >= clock.monotonic() + 5.0 and d.reason is NextPollReason.RETRY_AFTER
+    e.deadline_mono = clock.monotonic() + 1.0
+    d = decide(e, pending(), clock.now(), clock.monotonic(), p, 0.5, soon)
+    assert (d.due, d.reason) == (e.deadline_mono, NextPollReason.DEADLINE)
+    waiting = Judgement("ok", (), answered=True, phase=Phase.PENDING, next_run_at=clock.now() + 4.0)
+    d = decide(e, waiting, clock.now(), clock.monotonic(), p, 0.5, soon)
+    assert d.reason is NextPollReason.DEADLINE  # NextRunAt (4 s) is past the deadline (1 s)
+    e.deadline_mono = clock.monotonic() + 100
+    d = decide(e, waiting, clock.now(), clock.monotonic(), p, 0.5, soon)
+    assert d.due == pytest.approx(clock.monotonic() + 4.0)
+    assert d.reason is NextPollReason.NEXT_RUN_AT
+
+
+def test_the_job_s_own_class_wins_over_the_hint(caplog: pytest.LogCaptureFixture) -> None:
+    clock = FakeClock()
+    lr = learner(clock)
+    e = entry(clock, work_class="fn.given")
+    shown = {"JobId": "J-1", "Status": "Leased", "FunctionKey": "fn.own"}
+    j = Judgement("ok", (), answered=True, phase=Phase.PENDING, remote=shown)
+    with caplog.at_level(logging.WARNING, logger="orchestrator.engine"):
+        lr.observe(e, j, ENUMS, clock.now(), clock.monotonic())
+    assert e.work_class == "fn.own"
+    assert "differs from the intake" in caplog.text
+
+
+async def test_summaries_survive_a_restart_through_the_store() -> None:
+    clock = FakeClock()
+    store = MemoryStore()
+    lr = learner(clock)
+    teach(lr, [5.0] * 30)
+    teach(lr, [2.0] * 30, work_class="fn.b")
+    await lr.flush(store)
+    again = learner(clock)
+    assert await again.load(store) == 2
+    restored = planned_age(again, clock, entry(clock))
+    assert restored == pytest.approx(planned_age(lr, clock, entry(clock)), abs=1e-6)
+    stored = {w.work_class: w.summary["n"] for w in await store.load_work_classes()}
+    assert stored == {"fn.a": 30, "fn.b": 30}
+
+
+async def test_classes_are_bounded_in_memory_store_and_labels() -> None:
+    clock = FakeClock()
+    store = MemoryStore()
+    lr = learner(clock, max_classes=3)
+    for name in ("a", "b", "c", "d"):
+        teach(lr, [1.0, 2.0], work_class=f"fn.{name}")
+    await lr.flush(store)
+    assert sorted(w.work_class for w in await store.load_work_classes()) == [
+        "fn.b", "fn.c", "fn.d"
+    ]  # fmt: skip
+    assert {k[2] for k in lr.shown} == {"fn.a", "fn.b", "other"}  # metrics.max_classes is 2
+    registry = CollectorRegistry()
+    registry.register(DurationCollector(lr.shown))
+    text = generate_latest(registry).decode()
+    assert 'orchestrator_work_duration_seconds{class="other",kind="function_job",' in text
+    assert 'orchestrator_work_duration_samples{class="other"' in text
+
+
+# -- the engine -------------------------------------------------------------------------------
+
+
+def job_body(n: int, created: float, ends: float, now: float) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "JobId": f"J-{n}", "FunctionKey": "fn.steady", "CreatedAt": iso(EPOCH + created),
+        "Status": "Leased", "CanCancel": False,
+    }  # fmt: skip
+    if now >= ends:
+        out["Status"] = "Completed"
+        out["Run"] = {
+            "RunId": f"R-{n}", "Attempt": 1, "Status": "Success",
+            "CompletedAt": iso(EPOCH + ends), "DurationMs": 1000, "ResultSummary": "done",
+        }  # fmt: skip
+    return out
+
+
+async def track_jobs(r: Rig, count: int, hint: str | None, run_s: float = 5.0) -> list[int]:
+    """``count`` jobs one after another, each ending ``run_s`` after it was created;
+    returns the number of status reads each took."""
+    reads = []
+    for n in range(count):
+        created = r.clock.monotonic()
+        path = f"/api/workspace/functions/jobs/J-{n}"
+
+        def reply(t: float, n: int = n, created: float = created) -> Any:
+            return body(200, job_body(n, created, created + run_s, t))
+
+        r.transport.script(path, reply)
+        now = r.clock.now()
+        item = NewTracking(
+            f"trk_{n:024x}", "default", "function_job", f"J-{n}", now + 600, now, now + 1
+        )
+        [(tracking, _)] = await r.store.create_trackings([item])
+        r.engine.add(tracking, hint)
+        final = await r.final(tracking.tracking_id, within_s=120)
+        assert final.outcome == "succeeded"
+        reads.append(r.transport.count(path, "GET"))
+    return reads
+
+
+def test_the_engine_learns_a_class_and_reads_it_once() -> None:
+    async def main() -> None:
+        r = await rig(initial_delay_s=0.5, max_delay_s=8.0, adaptive={"min_samples": 10})
+        reads = await track_jobs(r, 30, "fn.steady")
+        learning, learned = reads[:10], reads[12:]
+        assert min(learning) >= 3  # the backoff: 0.5, 1.5, 3.5, 7.5 s
+        assert set(learned) == {1}
+        # The first read of a hinted job of a known class is the planner's.
+        now = r.clock.now()
+        item = NewTracking("trk_x", "default", "function_job", "J-x", now + 600, now, now + 1)
+        r.transport.script("/api/workspace/functions/jobs/J-x", body(200, job_body(99, 0, 1e9, 0)))
+        [(tracking, _)] = await r.store.create_trackings([item])
+        r.engine.add(tracking, "fn.steady")
+        live = r.engine.live(tracking)
+        assert live.next_poll_reason == NextPollReason.ADAPTIVE
+        await r.close()
+
+    run(main)
+
+
+def test_without_a_hint_the_class_is_known_from_the_first_read() -> None:
+    async def main() -> None:
+        r = await rig(initial_delay_s=0.5, max_delay_s=8.0, adaptive={"min_samples": 10})
+        reads = await track_jobs(r, 25, None)
+        assert set(reads[14:]) == {2}  # the first read, then the planner's
+        await r.close()
+
+    run(main)
+
+
+def test_disabled_the_engine_keeps_the_backoff() -> None:
+    async def main() -> None:
+        r = await rig(initial_delay_s=0.5, max_delay_s=8.0, adaptive={"enabled": False})
+        reads = await track_jobs(r, 25, "fn.steady")
+        assert min(reads) >= 3
+        await r.close()
+
+    run(main)
