@@ -8,6 +8,8 @@ dict / None when unused.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
+from typing import Any
 
 from orchestrator.store.base import NewEvent, PollUpdate, Tracking
 from orchestrator.vocabulary import NextPollReason
@@ -42,6 +44,7 @@ class Entry:
         "remote_status",
         "resumed",
         "started",
+        "summary",
         "tracking_id",
         "work_class",
         "workspace",
@@ -76,6 +79,9 @@ class Entry:
         self.nf_count = 0
         self.nf_first = 0.0
         self.anomaly: dict[str, object] | None = None  # the last one, while failing closed
+        # What the last read adds to a deadline result (work found by filter: its
+        # jobs and what it waits for), for a deadline met with no read allowed.
+        self.summary: Mapping[str, Any] | None = None
         self.resumed = False  # resumed at start-up and not read yet by this process
         self.reason = NextPollReason.FIRST_READ  # why the next read is due when it is
         # Adaptive polling: the work's class (function key, build kind) once known, and

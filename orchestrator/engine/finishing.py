@@ -59,7 +59,8 @@ class Finisher:
 
     async def expire(self, entry: Entry) -> None:
         """The deadline passed while Retry-After forbade the last read."""
-        await self.finish(entry, "deadline_exceeded", deadline_result(entry, entry.last_error))
+        result = {**deadline_result(entry, entry.last_error), **(entry.summary or {})}
+        await self.finish(entry, "deadline_exceeded", result)
 
     async def finish(
         self,
