@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from tests.pgserver import fresh_name, server_dsn, with_param
+from tests.pgserver import fresh_schema, server_dsn
 
 
 @pytest.fixture(scope="session")
@@ -19,13 +19,5 @@ def postgres_server() -> Iterator[str]:
 @pytest.fixture
 async def postgres_dsn(postgres_server: str) -> AsyncIterator[str]:
     """A DSN whose search_path is a new, empty schema, dropped after the test."""
-    import asyncpg  # type: ignore[import-untyped]
-
-    schema = fresh_name("t")
-    conn = await asyncpg.connect(postgres_server)
-    try:
-        await conn.execute(f"CREATE SCHEMA {schema}")
-        yield with_param(postgres_server, "search_path", schema)
-        await conn.execute(f"DROP SCHEMA {schema} CASCADE")
-    finally:
-        await conn.close()
+    async with fresh_schema(postgres_server) as dsn:
+        yield dsn

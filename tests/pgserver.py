@@ -14,8 +14,8 @@ import os
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import pytest
@@ -62,3 +62,18 @@ def with_param(dsn: str, key: str, value: str) -> str:
 
 def fresh_name(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:12]}"
+
+
+@asynccontextmanager
+async def fresh_schema(server: str) -> AsyncIterator[str]:
+    """A DSN whose search_path is a new, empty schema, dropped afterwards."""
+    import asyncpg  # type: ignore[import-untyped]
+
+    schema = fresh_name("t")
+    conn = await asyncpg.connect(server)
+    try:
+        await conn.execute(f"CREATE SCHEMA {schema}")
+        yield with_param(server, "search_path", schema)
+        await conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    finally:
+        await conn.close()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from orchestrator.store._paging import MAX_PAGE, InvalidCursor
 from orchestrator.store.base import (
+    Claimed,
     Delivery,
     DeliveryState,
     EventRecord,
@@ -19,10 +20,12 @@ from orchestrator.store.base import (
     TrackingQuery,
 )
 from orchestrator.store.memory import MemoryStore
+from orchestrator.store.postgres import PostgresStore
 from orchestrator.store.sqlite import SqliteStore
 
 __all__ = [
     "MAX_PAGE",
+    "Claimed",
     "Delivery",
     "DeliveryState",
     "EventRecord",
@@ -32,6 +35,7 @@ __all__ = [
     "NewEvent",
     "NewTracking",
     "PollUpdate",
+    "PostgresStore",
     "ReplaySpan",
     "SqliteStore",
     "Store",

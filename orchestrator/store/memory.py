@@ -17,6 +17,7 @@ from orchestrator.errors import StoreError, StoreUnavailable
 from orchestrator.store._paging import clamp_limit, decode_cursor, encode_cursor
 from orchestrator.store._rows import new_tracking
 from orchestrator.store.base import (
+    Claimed,
     Delivery,
     DeliveryState,
     EventRecord,
@@ -32,6 +33,8 @@ from orchestrator.vocabulary import TrackingState
 
 
 class MemoryStore:
+    shares_work = False
+
     def __init__(self) -> None:
         self.writable = True
         self._closed = False
@@ -361,6 +364,23 @@ class MemoryStore:
             else:
                 self._new_delivery(event, destination, None, now)
         return count
+
+    # -- leases: one owner holds everything ------------------------------------------
+
+    async def claim_trackings(self, limit: int) -> Claimed:
+        return Claimed()
+
+    async def renew_leases(self) -> list[str]:
+        return []
+
+    async def release_leases(self, tracking_ids: Sequence[str] | None = None) -> None:
+        return None
+
+    def forget_leases(self) -> None:
+        return None
+
+    async def heartbeat(self, leases: int) -> list[str]:
+        return []
 
 
 def _matches(t: Tracking, q: TrackingQuery, after: tuple[float, str] | None) -> bool:
