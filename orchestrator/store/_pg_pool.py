@@ -28,6 +28,7 @@ COMMAND_TIMEOUT_S = 30.0
 # a lost connection, too many clients), as opposed to an operation that is wrong.
 _UNAVAILABLE: tuple[type[BaseException], ...] = (
     asyncpg.InterfaceError,
+    asyncpg.InternalClientError,  # e.g. a connection reset while the server went away
     asyncpg.PostgresConnectionError,
     asyncpg.CannotConnectNowError,
     asyncpg.InsufficientResourcesError,
