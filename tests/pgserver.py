@@ -23,6 +23,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 CLUSTER = REPO / "scripts" / "pg-cluster.sh"
 DSN_ENV = "ORCH_TEST_POSTGRES_DSN"
+DIR_ENV = "ORCH_TEST_POSTGRES_DIR"  # the cluster's directory, for scripts/pg-cluster.sh restart
 
 
 def _binaries() -> bool:
@@ -50,9 +51,11 @@ def server_dsn() -> Iterator[str]:
         )  # fmt: skip
         if done.returncode != 0:
             pytest.fail(f"cannot start a PostgreSQL cluster: {done.stderr.strip()}")
+        os.environ[DIR_ENV] = str(directory)  # a restart test restarts it by its directory
         try:
             yield done.stdout.strip().splitlines()[-1]
         finally:
+            os.environ.pop(DIR_ENV, None)
             subprocess.run(["bash", str(CLUSTER), "stop", str(directory)], timeout=120, check=False)
 
 
@@ -73,7 +76,12 @@ async def fresh_schema(server: str) -> AsyncIterator[str]:
     conn = await asyncpg.connect(server)
     try:
         await conn.execute(f"CREATE SCHEMA {schema}")
-        yield with_param(server, "search_path", schema)
+    finally:
+        await conn.close()
+    yield with_param(server, "search_path", schema)
+    # A connection of its own: a test may have restarted the server meanwhile.
+    conn = await asyncpg.connect(server)
+    try:
         await conn.execute(f"DROP SCHEMA {schema} CASCADE")
     finally:
         await conn.close()
