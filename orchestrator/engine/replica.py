@@ -26,7 +26,7 @@ import contextlib
 import logging
 import math
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -105,6 +105,7 @@ class Replica:
         self._renewed_at: float | None = None  # when the last successful renewal was sent
         self._next_renew = 0.0
         self._stopped = False
+        self._counts: deque[tuple[float, int]] = deque()  # (when, live replicas)
 
     # -- what others see ------------------------------------------------------------------
 
@@ -173,9 +174,22 @@ class Replica:
         if lost:
             log.warning("leases lost to other replicas", extra={"fields": {"count": len(lost)}})
         self.peers = peers or [self.id]
+        share = self._divisor(sent, len(self.peers))
         for gate in self._gates:
-            gate.set_share(len(self.peers))
+            gate.set_share(share)
             gate.leases_valid_until = sent + self._timeout * VALID_FRACTION
+
+    def _divisor(self, now: float, live: int) -> int:
+        """The largest live count seen over the last lease timeout: a replica that
+        vanished from the heartbeat table (or that the others could not see during a
+        database outage) may still be polling until its leases have run out, so the
+        shares grow only once it has been gone that long. The newest count before
+        an outage is kept however old: after it, peers reappear one by one."""
+        while len(self._counts) > 1 and self._counts[0][0] < now - self._timeout:
+            self._counts.popleft()
+        divisor = max([live, *(n for _, n in self._counts)])
+        self._counts.append((now, live))
+        return divisor
 
     def _store_trouble(self, exc: StoreError) -> None:
         """Back off; once the leases must have run out, forget them (others may hold

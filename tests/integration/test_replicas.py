@@ -10,6 +10,7 @@ generous bounds; nothing asserts how long anything took.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import signal
 from collections import Counter
@@ -200,6 +201,28 @@ async def _check_end(c: Cluster, plan: dict[str, str], alive: list[ServeProcess]
     assert all(feed == feeds[0] for feed in feeds[1:])  # one order, read from any replica
     per_tracking = Counter(subject for _, _, subject in feeds[0])
     assert len(per_tracking) == len(plan) and set(per_tracking.values()) == {1}
+    _check_reads(c, plan)
+
+
+def _check_reads(c: Cluster, plan: dict[str, str]) -> None:
+    """From the simulator's request log: no tracking read by two replicas at once, and
+    the replicas together within the workspace's limit.
+
+    One replica reads a tracking at most once at a time and backs off at least
+    initial_delay_s x (1 - jitter) = 80 ms between reads, so two reads of one job
+    closer than 50 ms can only come from two replicas holding it at once.
+    """
+    for rid in plan:
+        times = sorted(r["t"] for r in c.sim.state.log.requests(rid) if r["route"] == "job_status")
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        assert not gaps or min(gaps) >= 0.05, (rid, times)
+    stamps = sorted(r["t"] for r in c.sim.state.log.requests(None) if r["route"] != "control")
+    busiest, start = 0, 0
+    for end, t in enumerate(stamps):  # the most requests in any one-second window
+        while stamps[start] <= t - 1.0:
+            start += 1
+        busiest = max(busiest, end - start + 1)
+    assert busiest <= RATE * 1.1, busiest  # a little room for the share changing hands
 
 
 async def _held(c: Cluster, replica: ServeProcess) -> int:
