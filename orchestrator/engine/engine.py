@@ -34,7 +34,7 @@ from orchestrator.kinds.base import Judgement, KindHandler
 from orchestrator.metrics import Metrics
 from orchestrator.platform.run_history import RunHistory
 from orchestrator.platform.stop_retries import RetryStopper, StopAnswer
-from orchestrator.store.base import Store, Tracking
+from orchestrator.store.base import ActiveSource, Store, Tracking
 from orchestrator.vocabulary import DeadlineSource, NextPollReason
 from orchestrator.workfilter import shown_id
 from orchestrator.workspace.client import WorkspaceClient
@@ -132,7 +132,7 @@ class Engine:
         entry.reason = NextPollReason.FIRST_READ
         self.schedulers[entry.workspace].schedule(entry, min(due, entry.deadline_mono))
 
-    async def resume(self, store: Store, page_size: int = 500) -> int:
+    async def resume(self, store: ActiveSource, page_size: int = 500) -> int:
         """Resume every active tracking after a restart; returns how many.
 
         Rows are read a page at a time and kept only as compact entries, so the

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from orchestrator.store._paging import MAX_PAGE, InvalidCursor
 from orchestrator.store.base import (
+    Claimed,
     Delivery,
     DeliveryState,
     DisabledSink,
@@ -20,10 +21,12 @@ from orchestrator.store.base import (
     TrackingQuery,
 )
 from orchestrator.store.memory import MemoryStore
+from orchestrator.store.postgres import PostgresStore
 from orchestrator.store.sqlite import SqliteStore
 
 __all__ = [
     "MAX_PAGE",
+    "Claimed",
     "Delivery",
     "DeliveryState",
     "DisabledSink",
@@ -34,6 +37,7 @@ __all__ = [
     "NewEvent",
     "NewTracking",
     "PollUpdate",
+    "PostgresStore",
     "ReplaySpan",
     "SqliteStore",
     "Store",
