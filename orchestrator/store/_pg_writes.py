@@ -85,10 +85,8 @@ async def create_trackings(
     conn: Connection, items: Sequence[NewTracking], owner: str, lease_s: float, book: LeaseBook
 ) -> tuple[list[tuple[Tracking, bool]], dict[str, int]]:
     """Insert (leased to ``owner``); returns the answers and the new leases."""
-    columns: list[list[Any]] = [[] for _ in range(11)]
-    for item in items:
-        for column, value in zip(columns, _rows.insert_tracking_params(item), strict=True):
-            column.append(value)
+    params = [_rows.insert_tracking_params(item) for item in items]
+    columns = [list(column) for column in zip(*params, strict=True)]
     rows = await conn.fetch(q.INSERT_TRACKINGS, *columns, owner, lease_s)
     leases = {row[0]: int(row[1]) for row in rows}
     labels = [
@@ -116,6 +114,7 @@ async def create_trackings(
 
 def _poll_row(u: PollUpdate, token: int) -> list[Any]:
     changed = u.remote_changed
+    deadline, source = u.deadline if u.deadline is not None else (None, None)
     return [
         u.tracking_id, token, u.polls, u.last_polled_at, u.next_poll_at,
         _rows.dump(u.last_error), changed,
@@ -123,6 +122,7 @@ def _poll_row(u: PollUpdate, token: int) -> list[Any]:
         _rows.dump(u.remote) if changed else None,
         u.fingerprint if changed else None,
         u.digest if changed else None,
+        deadline, source,
     ]  # fmt: skip
 
 
@@ -149,7 +149,8 @@ async def record_polls(conn: Connection, updates: Sequence[PollUpdate], book: Le
 
 def _fold(rows: dict[str, list[Any]], u: PollUpdate, token: int) -> None:
     """A tracking's updates folded into one row that leaves it as applying them in turn
-    would: the last update's counters and error, the last changed body."""
+    would: the last update's counters and error, the last changed body, the last
+    derived deadline."""
     row = rows.get(u.tracking_id)
     fresh = _poll_row(u, token)
     if row is None:
@@ -158,6 +159,8 @@ def _fold(rows: dict[str, list[Any]], u: PollUpdate, token: int) -> None:
     row[2:6] = fresh[2:6]
     if u.remote_changed:
         row[6:11] = fresh[6:11]
+    if u.deadline is not None:
+        row[11:13] = fresh[11:13]
 
 
 async def _write_plain(conn: Connection, rows: dict[str, list[Any]]) -> None:

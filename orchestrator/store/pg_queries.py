@@ -24,6 +24,8 @@ MIGRATION_LOCK_KEY = 0x6F7263685F6D6967  # "orch_mig"
 CHANNEL = "orchestrator"  # LISTEN/NOTIFY: payload "work" or "events"
 
 T_COLUMNS = ", ".join(f"t.{c.strip()}" for c in TRACKING_COLUMNS.split(","))
+# Where CLAIM's two extra columns (the new lease token, the previous owner) start.
+CLAIM_TOKEN = len(TRACKING_COLUMNS.split(","))
 # Resuming (and claiming) skips a body its digest stands for, as the SQLite store does.
 T_COLUMNS_ACTIVE = T_COLUMNS.replace(
     " t.remote,", " CASE WHEN t.remote_digest IS NULL THEN t.remote END,"
@@ -45,12 +47,13 @@ PROBE_WRITE = f"UPDATE store_probe SET at = {NOW} WHERE id = 1"
 INSERT_TRACKINGS = (
     "INSERT INTO trackings (tracking_id, workspace, kind, remote_id, state, polls,"
     " next_poll_at, deadline_at, created_at, labels, correlation_id, callback_url, notify,"
-    " lease_owner, lease_until, lease_token)"
+    " deadline_source, remote, lease_owner, lease_until, lease_token)"
     " SELECT u.tid, u.ws, u.kind, u.rid, 'active', 0, u.npa, u.dl, u.ca, u.labels, u.corr,"
-    f" u.cb, u.notify, $12, {NOW} + $13, nextval('lease_tokens')"
+    f" u.cb, u.notify, u.dls, u.remote, $14, {NOW} + $15, nextval('lease_tokens')"
     " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::float8[], $6::float8[],"
-    " $7::float8[], $8::bytea[], $9::text[], $10::text[], $11::text[]) WITH ORDINALITY"
-    " AS u(tid, ws, kind, rid, npa, dl, ca, labels, corr, cb, notify, n)"
+    " $7::float8[], $8::bytea[], $9::text[], $10::text[], $11::text[], $12::text[],"
+    " $13::bytea[]) WITH ORDINALITY"
+    " AS u(tid, ws, kind, rid, npa, dl, ca, labels, corr, cb, notify, dls, remote, n)"
     " ORDER BY u.n"
     " ON CONFLICT (workspace, kind, remote_id) DO NOTHING RETURNING tracking_id, lease_token"
 )
@@ -74,10 +77,12 @@ ACTIVE_TRACKINGS = (
 
 _POLL_ARRAYS = (
     "unnest($1::text[], $2::bigint[], $3::int[], $4::float8[], $5::float8[], $6::bytea[],"
-    " $7::bool[], $8::text[], $9::bytea[], $10::text[], $11::bytea[])"
-    " AS u(id, tok, polls, lpa, npa, err, changed, rs, remote, fp, dg)"
+    " $7::bool[], $8::text[], $9::bytea[], $10::text[], $11::bytea[], $12::float8[],"
+    " $13::text[])"
+    " AS u(id, tok, polls, lpa, npa, err, changed, rs, remote, fp, dg, dl, dls)"
 )
-# Poll results, fenced: only the holder of the current, unexpired lease writes.
+# Poll results, fenced: only the holder of the current, unexpired lease writes. A
+# derived deadline (dl, dls; NULL: unchanged) is written with them, fenced alike.
 RECORD_POLLS = (
     f"WITH u AS (SELECT * FROM {_POLL_ARRAYS}),"
     " locked AS (SELECT t.tracking_id FROM trackings t JOIN u ON t.tracking_id = u.id"
@@ -87,7 +92,9 @@ RECORD_POLLS = (
     " remote_status = CASE WHEN u.changed THEN u.rs ELSE t.remote_status END,"
     " remote = CASE WHEN u.changed THEN u.remote ELSE t.remote END,"
     " remote_fingerprint = CASE WHEN u.changed THEN u.fp ELSE t.remote_fingerprint END,"
-    " remote_digest = CASE WHEN u.changed THEN u.dg ELSE t.remote_digest END"
+    " remote_digest = CASE WHEN u.changed THEN u.dg ELSE t.remote_digest END,"
+    " deadline_at = coalesce(u.dl, t.deadline_at),"
+    " deadline_source = CASE WHEN u.dl IS NULL THEN t.deadline_source ELSE u.dls END"
     " FROM u WHERE t.tracking_id = u.id AND t.tracking_id IN (SELECT tracking_id FROM locked)"
     f" AND t.state = 'active' AND t.lease_token = u.tok AND t.lease_until >= {NOW}"
     " RETURNING t.tracking_id"

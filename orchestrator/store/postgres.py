@@ -188,9 +188,10 @@ class PostgresStore:
             rows = await conn.fetch(q.CLAIM, self.replica_id, limit, self.lease_timeout_s)
         claimed = Claimed()
         for row in rows:
-            self.book.hold(row[0], int(row[22]))
+            token, previous = row[q.CLAIM_TOKEN], row[q.CLAIM_TOKEN + 1]
+            self.book.hold(row[0], int(token))
             claimed.trackings.append(_rows.tracking(row))
-            if row[23] is not None and row[23] != self.replica_id:
+            if previous is not None and previous != self.replica_id:
                 claimed.takeovers += 1
         claimed.trackings.sort(key=lambda t: t.tracking_id)
         return claimed
