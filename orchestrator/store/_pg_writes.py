@@ -21,7 +21,14 @@ from typing import Any
 
 from orchestrator.store import _rows
 from orchestrator.store import pg_queries as q
-from orchestrator.store.base import Finish, NewEvent, NewTracking, PollUpdate, Tracking
+from orchestrator.store.base import (
+    DisabledSink,
+    Finish,
+    NewEvent,
+    NewTracking,
+    PollUpdate,
+    Tracking,
+)
 
 Connection = Any  # asyncpg.Connection: asyncpg ships no type information
 
@@ -64,7 +71,7 @@ class EventWriter:
             await self._conn.fetchval(
                 q.INSERT_EVENT,
                 event.event_id, event.tracking_id, event.type, event.time, event.payload,
-                terminal,
+                terminal, event.sink,
             )
         )  # fmt: skip
         destinations = list(dict.fromkeys(event.destinations))
@@ -192,3 +199,24 @@ async def finish(conn: Connection, items: Sequence[Finish], book: LeaseBook) -> 
         out.append(moved)
     await events.close()
     return out
+
+
+async def disable_sink(conn: Connection, sink: DisabledSink, event: NewEvent) -> bool:
+    """The disabled state and its operational event, or nothing if already disabled."""
+    status = await conn.execute(q.DISABLE_SINK, sink.destination, sink.since, sink.reason)
+    if status != "INSERT 0 1":
+        return False
+    events = EventWriter(conn)
+    await events.append(event)
+    await events.close()
+    return True
+
+
+async def enable_sink(conn: Connection, destination: str, event: NewEvent) -> bool:
+    """The disabled state cleared with its operational event, or nothing if not disabled."""
+    if await conn.execute(q.ENABLE_SINK, destination) != "DELETE 1":
+        return False
+    events = EventWriter(conn)
+    await events.append(event)
+    await events.close()
+    return True

@@ -150,13 +150,22 @@ def list_trackings(
     )
 
 
+# Up to $2 settled terminal trackings (their events and deliveries follow through ON
+# DELETE CASCADE) and up to $2 settled operational events, by age; returns how many.
 PRUNE = (
     "WITH doomed AS (SELECT tracking_id FROM trackings t"
     " WHERE state = 'terminal' AND terminal_at < $1"
     " AND NOT EXISTS (SELECT 1 FROM events e JOIN deliveries d ON d.event_seq = e.seq"
     "   WHERE e.tracking_id = t.tracking_id AND d.state = 'pending')"
-    " ORDER BY terminal_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
-    " DELETE FROM trackings WHERE tracking_id IN (SELECT tracking_id FROM doomed)"
+    " ORDER BY terminal_at LIMIT $2 FOR UPDATE SKIP LOCKED),"
+    " gone AS (DELETE FROM trackings WHERE tracking_id IN (SELECT tracking_id FROM doomed)"
+    "   RETURNING 1),"
+    " ops AS (SELECT seq FROM events e WHERE tracking_id IS NULL AND time < $1"
+    " AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = e.seq"
+    "   AND d.state = 'pending')"
+    " ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED),"
+    " ops_gone AS (DELETE FROM events WHERE seq IN (SELECT seq FROM ops) RETURNING 1)"
+    " SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM ops_gone)"
 )
 
 # -- leases ---------------------------------------------------------------------------------
@@ -207,8 +216,8 @@ NOTIFY = "SELECT pg_notify($1, $2)"
 
 LOCK_EVENTS = f"SELECT pg_advisory_xact_lock({EVENTS_LOCK_KEY})"
 INSERT_EVENT = (
-    "INSERT INTO events (event_id, tracking_id, type, time, payload, terminal)"
-    " VALUES ($1, $2, $3, $4, $5, $6) RETURNING seq"
+    "INSERT INTO events (event_id, tracking_id, type, time, payload, terminal, sink)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING seq"
 )
 INSERT_DELIVERIES = (
     "INSERT INTO deliveries (event_seq, destination, url, state, attempts, next_attempt_at,"
@@ -261,6 +270,7 @@ REPLAY_DELIVERIES = (
     "INSERT INTO deliveries (event_seq, destination, url, state, attempts, next_attempt_at,"
     " created_at) SELECT seq, $1, NULL, 'pending', 0, $2, $2 FROM events"
     " WHERE seq > $3 AND seq <= $4 AND time >= $5 AND time <= $6"
+    " AND (sink IS NULL OR sink <> $1)"  # never an operational event about $1 itself
     " ON CONFLICT (event_seq, destination) DO UPDATE SET state = 'pending', attempts = 0,"
     " next_attempt_at = excluded.next_attempt_at, last_status = NULL, last_error = NULL,"
     " delivered_at = NULL"
@@ -271,3 +281,12 @@ PENDING_DESTINATIONS = (
 PENDING_COUNTS = (
     "SELECT destination, count(*) FROM deliveries WHERE state = 'pending' GROUP BY destination"
 )
+
+# -- sinks ----------------------------------------------------------------------------------
+
+DISABLE_SINK = (
+    "INSERT INTO disabled_sinks (destination, since, reason) VALUES ($1, $2, $3)"
+    " ON CONFLICT (destination) DO NOTHING"
+)
+ENABLE_SINK = "DELETE FROM disabled_sinks WHERE destination = $1"
+DISABLED_SINKS = "SELECT destination, since, reason FROM disabled_sinks ORDER BY destination"

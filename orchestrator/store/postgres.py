@@ -30,8 +30,10 @@ from orchestrator.store.base import (
     Claimed,
     Delivery,
     DeliveryState,
+    DisabledSink,
     EventRecord,
     Finish,
+    NewEvent,
     NewTracking,
     PollUpdate,
     ReplaySpan,
@@ -177,7 +179,8 @@ class PostgresStore:
         return items, encode_cursor(items[-1].created_at, items[-1].tracking_id) if more else None
 
     async def prune(self, before: float, batch: int) -> int:
-        return _count(await self._execute(q.PRUNE, before, max(0, batch)))
+        rows = await self._fetch(q.PRUNE, before, max(0, batch))
+        return int(rows[0][0])
 
     # -- leases -------------------------------------------------------------------------
 
@@ -293,3 +296,17 @@ class PostgresStore:
             q.REPLAY_DELIVERIES, destination, now, span.after_seq, until_seq, since, until
         )
         return _count(status)
+
+    # -- sinks --------------------------------------------------------------------------
+
+    async def disable_sink(self, sink: DisabledSink, event: NewEvent) -> bool:
+        async with self._pool.connection("sink state not stored", transaction=True) as conn:
+            return await writes.disable_sink(conn, sink, event)
+
+    async def enable_sink(self, destination: str, event: NewEvent) -> bool:
+        async with self._pool.connection("sink state not stored", transaction=True) as conn:
+            return await writes.enable_sink(conn, destination, event)
+
+    async def disabled_sinks(self) -> list[DisabledSink]:
+        rows = await self._fetch(q.DISABLED_SINKS)
+        return [DisabledSink(str(r[0]), float(r[1]), str(r[2])) for r in rows]
