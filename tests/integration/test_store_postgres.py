@@ -18,9 +18,9 @@ import asyncpg  # type: ignore[import-untyped]
 import pytest
 
 from orchestrator.errors import StoreError
-from orchestrator.store import PostgresStore
-from orchestrator.store._pg_pool import redacted, store_error
-from tests.unit.test_store_contract import event, finish, new, poll
+from orchestrator.store import DisabledSink, PostgresStore, ReplaySpan
+from orchestrator.store._pg_pool import migrations, redacted, store_error
+from tests.unit.test_store_contract import event, finish, new, poll, sink_event
 
 Replicas = Callable[..., Any]
 
@@ -80,6 +80,100 @@ async def test_a_takeover_fences_the_old_holder_out(replicas: Replicas) -> None:
     await b.record_polls([poll("trk_1", 1)])
     assert await b.finish([finish("trk_1", "evt_b_end", "sink:x")]) == [True]
     assert [e.event_id for e in await a.events_after(0, 10)] == ["evt_b_end"]
+
+
+async def test_a_derived_deadline_is_fenced_like_the_poll_it_rides(replicas: Replicas) -> None:
+    a, b = await replicas("a"), await replicas("b")
+    await a.create_trackings([new(1, deadline_source="default")])
+    await expire(a, "trk_1")
+    await b.claim_trackings(10)
+    # a's lease moved: neither its poll nor the deadline derived with it is written.
+    await a.record_polls([poll("trk_1", 5, deadline=(5_000.0, "derived"))])
+    stored = await b.get_tracking("trk_1")
+    assert stored is not None and stored.polls == 0
+    assert (stored.deadline_at, stored.deadline_source) == (10_000.0, "default")
+    # The holder's batch folds to one row: the last deadline given stays, a later
+    # update without one leaves it, and one that rides with an event is written too.
+    await b.record_polls(
+        [
+            poll("trk_1", 1, deadline=(4_000.0, "derived")),
+            poll("trk_1", 2, deadline=(6_000.0, "derived")),
+            poll("trk_1", 3),
+        ]
+    )
+    stored = await b.get_tracking("trk_1")
+    assert stored is not None and stored.polls == 3
+    assert (stored.deadline_at, stored.deadline_source) == (6_000.0, "derived")
+    changed = event("evt_c", "trk_1", "sink:x", type="changed")
+    await b.record_polls([poll("trk_1", 4, event=changed, deadline=(7_000.0, "derived"))])
+    stored = await b.get_tracking("trk_1")
+    assert stored is not None and (stored.polls, stored.deadline_at) == (4, 7_000.0)
+
+
+async def test_one_replica_of_several_records_a_sink_disabled(replicas: Replicas) -> None:
+    a, b = await replicas("a"), await replicas("b")
+    gone = DisabledSink("sink:x", 2_500.0, "HTTP 410")
+    answers = await asyncio.gather(
+        a.disable_sink(gone, sink_event("op_a", "sink:x", "sink:y")),
+        b.disable_sink(gone, sink_event("op_b", "sink:x", "sink:y")),
+    )
+    assert sorted(answers) == [False, True]
+    assert await a.disabled_sinks() == await b.disabled_sinks() == [gone]
+    [record] = await b.events_after(0, 10)
+    assert record.tracking_id is None and record.sink == "sink:x"
+    assert await a.last_event_seq() == record.seq
+    assert await b.enable_sink("sink:x", sink_event("op_on", "sink:x", "sink:y"))
+    assert await a.disabled_sinks() == []
+
+
+async def test_a_database_made_by_001_is_upgraded_with_its_rows(postgres_dsn: str) -> None:
+    [(_, name, script), *later] = migrations()
+    assert later, "this test is about the migrations after 001"
+    conn = await asyncpg.connect(postgres_dsn)
+    try:
+        await conn.execute(script)
+        await conn.execute(
+            "CREATE TABLE schema_version (version integer PRIMARY KEY, name text NOT NULL,"
+            " applied_at double precision NOT NULL)"
+        )
+        await conn.execute("INSERT INTO schema_version VALUES (1, $1, 0)", name)
+        await conn.execute(
+            "INSERT INTO trackings (tracking_id, workspace, kind, remote_id, state, polls,"
+            " next_poll_at, deadline_at, created_at, labels, notify)"
+            " VALUES ('trk_old', 'default', 'function_job', 'J-old', 'active', 3, 1001,"
+            " 9999999999, 1000, '\\x7b7d', 'terminal')"
+        )
+        seq = await conn.fetchval(
+            "INSERT INTO events (event_id, tracking_id, type, time, payload)"
+            " VALUES ('evt_old', 'trk_old', 'changed', 2000, '\\x7b7d') RETURNING seq"
+        )
+        await conn.execute("UPDATE event_seq_high SET seq = $1", seq)
+    finally:
+        await conn.close()
+    store = PostgresStore(postgres_dsn, replica_id="upgraded", pool_size=2)
+    await store.open()
+    try:
+        old = await store.get_tracking("trk_old")
+        # Stored before the source was kept: unknown, never derived again.
+        assert old is not None and old.polls == 3 and old.deadline_source is None
+        [record] = await store.events_after(0, 10)
+        assert (record.event_id, record.tracking_id, record.sink) == ("evt_old", "trk_old", None)
+        gone = DisabledSink("sink:x", 2_500.0, "HTTP 410")
+        assert await store.disable_sink(gone, sink_event("op_1", "sink:x", "sink:y"))
+        assert await store.replay_deliveries("sink:x", ReplaySpan(), now=3_000.0) == 1
+        assert await store.last_event_seq() == seq + 1
+    finally:
+        await store.close()
+    conn = await asyncpg.connect(postgres_dsn)
+    try:
+        assert await conn.fetchval("SELECT max(version) FROM schema_version") == 1 + len(later)
+        with pytest.raises(asyncpg.CheckViolationError):  # exactly one of tracking and sink
+            await conn.execute(
+                "INSERT INTO events (event_id, tracking_id, sink, type, time, payload)"
+                " VALUES ('bad', 'trk_old', 'sink:x', 't', 0, '\\x00')"
+            )
+    finally:
+        await conn.close()
 
 
 async def test_renewal_reports_leases_that_moved_or_ran_out(replicas: Replicas) -> None:
