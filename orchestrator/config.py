@@ -45,6 +45,9 @@ class ServerConfig(_Section):
     max_body_bytes: int = Field(default=1_048_576, ge=1024, le=64 * 1_048_576)
     shutdown_grace_s: float = Field(default=10.0, ge=0)
     shutdown_hard_s: float = Field(default=5.0, ge=0)
+    # Names this process among replicas sharing a PostgreSQL store (metrics, logs,
+    # /readyz, lease owner); None: host name and pid.
+    replica_id: str | None = Field(default=None, min_length=1, max_length=100)
 
     @field_validator("listen")
     @classmethod
@@ -60,6 +63,25 @@ class StoreConfig(_Section):
     commit_interval_s: float = Field(default=0.005, ge=0, le=1)
     synchronous: Literal["NORMAL", "FULL"] = "FULL"
     max_batch: int = Field(default=2000, ge=1)
+    # PostgreSQL for several replicas (store.path is then ignored); the password is
+    # read from the environment variable password_env names, never from the URL.
+    url: str | None = None
+    password_env: str = "ORCH_STORE_PASSWORD"
+    pool_size: int = Field(default=10, ge=2, le=1000)
+    lease_timeout_s: float = Field(default=30, gt=0)
+    claim_batch: int = Field(default=500, ge=1, le=100_000)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is None or v == "":
+            return None
+        if not re.match(r"^postgres(ql)?://[^/?#]*", v):
+            raise ValueError("must be a postgresql:// URL")
+        userinfo = v.split("://", 1)[1].split("/", 1)[0].rpartition("@")[0]
+        if ":" in userinfo:
+            raise ValueError("must not contain a password: set it in store.password_env")
+        return v
 
 
 class AdaptiveConfig(_Section):
@@ -96,6 +118,9 @@ class PollingConfig(_Section):
     # matches jobs created from the intake time less this much (commit lag, clocks).
     filter_skew_s: float = Field(default=5.0, ge=0, le=3600)
     adaptive: AdaptiveConfig = Field(default_factory=AdaptiveConfig)
+    # Event-loop lag above this stops lease renewals and gives the leases up
+    # (several replicas): a stalled loop must not keep work it cannot poll.
+    stall_lag_s: float = Field(default=5, gt=0)
 
     @model_validator(mode="after")
     def _order(self) -> PollingConfig:
@@ -253,6 +278,10 @@ class Settings(BaseSettings):
         sinks = [s.name for s in self.events.sinks]
         if len(set(sinks)) != len(sinks):
             raise ValueError("events.sinks: names must be unique")
+        if self.store.url and self.polling.stall_lag_s >= self.store.lease_timeout_s / 3:
+            # Renewals run every third of the timeout: a lag that long loses leases
+            # before the stall is even noticed.
+            raise ValueError("polling.stall_lag_s: must be under store.lease_timeout_s / 3")
         return self
 
     @classmethod

@@ -32,6 +32,13 @@ NOTES = {
     "store.path": "SQLite file, created on first start",
     "store.commit_interval_s": "group commit: gather writes this long",
     "store.synchronous": "FULL survives power loss; NORMAL only crashes",
+    "store.url": "several replicas share it; store.path is then ignored",
+    "store.password_env": "holds the PostgreSQL password",
+    "store.pool_size": "connections per replica",
+    "store.lease_timeout_s": "a replica's work goes to others this long after its last renewal",
+    "store.claim_batch": "most trackings claimed in one statement",
+    "server.replica_id": "default: host name and pid",
+    "polling.stall_lag_s": "loop lag above this stops lease renewals",
     "polling.run_history": "a finished job with retries lists its runs",
     "polling.deadline_margin_s": "added to a function job's deadline derived from the job",
     "workspaces.job_timeout_default_s": "the runtime Job timeout a null TimeoutSeconds means",
@@ -49,6 +56,11 @@ NOTES = {
     "events.retention_s": "delivered events and terminal trackings are pruned after",
     "events.sinks.secret_env": "a whsec_... secret signs deliveries",
     "logging.format": "or console",
+}
+# Keys that default to None, shown commented out with an example value.
+_EXAMPLES = {
+    "store.url": "postgresql://orch@127.0.0.1:5432/orch",
+    "server.replica_id": "orchestrator-1",
 }
 _TABLE_LISTS = {"sinks"}  # lists of tables, written as [[...]] of their own
 _SINK_EXAMPLE = SinkConfig(
@@ -79,11 +91,14 @@ def _table(name: str, model: BaseModel, note_prefix: str, out: list[str], mark: 
         if isinstance(value, BaseModel):
             nested.append((key, value))
             continue
-        if value is None or key in _TABLE_LISTS:
+        example = _EXAMPLES.get(f"{prefix}.{key}")
+        if (value is None and example is None) or key in _TABLE_LISTS:
             continue
-        line = f"{mark}{key} = {_value(value)}"
+        shown = example if value is None else value
+        line = f"{mark or '# ' if value is None else mark}{key} = {_value(shown)}"
         note = NOTES.get(f"{prefix}.{key}")
-        out.append(f"{line:<40}# {note}" if note else line)
+        padded = line.ljust(40) if len(line) < 40 else line + " "
+        out.append(f"{padded}# {note}" if note else line)
     for key, sub in nested:
         _table(f"{name}.{key}", sub, f"{prefix}.{key}", out, mark)
 

@@ -67,6 +67,7 @@ class LoopLagMonitor:
         self._tick = 0
         self._last_warning = -float("inf")
         self._suppressed = 0
+        self.latest_lag_s = 0.0  # the last wake-up's lateness (replicas judge stalls by it)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Measure until ``stop`` is set (checked once per interval) or cancelled."""
@@ -89,6 +90,7 @@ class LoopLagMonitor:
                     self._sleep = None
                     samples, self._samples = self._samples, []
                 lag = max(0.0, time.monotonic() - expected)
+                self.latest_lag_s = lag
                 self._metrics.event_loop_lag_seconds.observe(lag)
                 if lag >= self._warn:
                     self._report(lag, samples)

@@ -162,6 +162,33 @@ class Metrics:
             "1 when the service is ready (store writable, not draining).",
             registry=r,
         )
+        # Several replicas on one PostgreSQL store (contract section 9).
+        self.replica_leases = Gauge(
+            "orchestrator_replica_leases",
+            "Trackings this replica holds under a lease.",
+            ["workspace"],
+            registry=r,
+        )
+        self.replica_peers = Gauge(
+            "orchestrator_replica_peers",
+            "Live replicas sharing the store, this one included.",
+            registry=r,
+        )
+        self.store_listener_up = Gauge(
+            "orchestrator_store_listener_up",
+            "1 while the LISTEN connection to the store is up.",
+            registry=r,
+        )
+        self.lease_takeovers_total = Counter(
+            "orchestrator_lease_takeovers_total",
+            "Trackings claimed after another replica's lease ran out.",
+            registry=r,
+        )
+        self.store_up = Gauge(
+            "orchestrator_store_up",
+            "1 while the shared store answers this replica's lease renewals.",
+            registry=r,
+        )
 
     def preinitialise(self, workspaces: Iterable[str], sinks: Iterable[str]) -> None:
         """Create every series whose label set is known, so rates start at 0."""
@@ -170,6 +197,7 @@ class Metrics:
             self.poll_lateness_seconds.labels(workspace=ws)
             self.in_flight.labels(workspace=ws)
             self.resume_pending.labels(workspace=ws)
+            self.replica_leases.labels(workspace=ws)
             for kind in Kind:
                 self.trackings_active.labels(workspace=ws, kind=kind)
                 self.trackings_created_total.labels(workspace=ws, kind=kind)

@@ -15,6 +15,7 @@ from aiohttp import web
 if TYPE_CHECKING:
     from orchestrator.clock import Clock
     from orchestrator.config import Settings
+    from orchestrator.engine.replica import Replica
     from orchestrator.events.bus import EventBus
     from orchestrator.events.delivery import DeliveryService
     from orchestrator.metrics import Metrics
@@ -33,6 +34,7 @@ class Runtime:
     # Both set by the service; a test app that mounts only the event routes has neither.
     tracker: Tracker | None = None
     deliveries: DeliveryService | None = None
+    replica: Replica | None = None  # its leases and peers, for /readyz
     draining: bool = False
     failed_tasks: list[str] = field(default_factory=list)
 

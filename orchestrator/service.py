@@ -16,6 +16,7 @@ import ipaddress
 import logging
 import os
 import signal
+import socket
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
@@ -27,6 +28,8 @@ from orchestrator.api.app import create_app
 from orchestrator.clock import SystemClock
 from orchestrator.config import Settings, api_tokens, split_listen
 from orchestrator.engine.engine import Engine
+from orchestrator.engine.replica import Replica
+from orchestrator.engine.unheld import Unheld
 from orchestrator.errors import ConfigError, ListenError
 from orchestrator.events.bus import EventBus
 from orchestrator.events.cloudevents import EventFactory
@@ -36,6 +39,9 @@ from orchestrator.logs import register_secret
 from orchestrator.looplag import LoopLagMonitor
 from orchestrator.metrics import Metrics
 from orchestrator.runtime import Runtime
+from orchestrator.store.base import Store
+from orchestrator.store.pg_listener import Listener
+from orchestrator.store.postgres import PostgresStore
 from orchestrator.store.sqlite import SqliteStore
 from orchestrator.tracker import Tracker
 from orchestrator.workspace.client import workspace_client
@@ -69,11 +75,35 @@ def _register_secrets(settings: Settings, tokens: frozenset[str]) -> None:
     names = [w.token_env for w in settings.workspaces]
     names += [s.secret_env for s in settings.events.sinks if s.secret_env]
     names.append(settings.events.callback_secret_env)
+    names.append(settings.store.password_env)
     for name in names:
         register_secret(os.environ.get(name))
 
 
-async def _resume(engine: Engine, store: SqliteStore) -> int:
+def replica_id(settings: Settings) -> str:
+    return settings.server.replica_id or f"{socket.gethostname()}:{os.getpid()}"
+
+
+def build_store(settings: Settings) -> Store:
+    """PostgreSQL when ``store.url`` is set (several replicas), else the SQLite file."""
+    s = settings.store
+    if s.url:
+        return PostgresStore(
+            s.url,
+            replica_id=replica_id(settings),
+            password=os.environ.get(s.password_env) or None,
+            pool_size=s.pool_size,
+            lease_timeout_s=s.lease_timeout_s,
+        )
+    return SqliteStore(
+        s.path,
+        commit_interval_s=s.commit_interval_s,
+        max_batch=s.max_batch,
+        synchronous=s.synchronous,
+    )
+
+
+async def _resume(engine: Engine, store: Store) -> int:
     """Resume without the cyclic collector, then freeze what was resumed.
 
     The resumed entries are allocated in one go and live long: collecting
@@ -105,12 +135,7 @@ class Service:
     async def run(self, on_ready: Callable[[Service], Awaitable[None]] | None = None) -> int:
         s = self.settings
         clock = SystemClock()
-        store = SqliteStore(
-            s.store.path,
-            commit_interval_s=s.store.commit_interval_s,
-            max_batch=s.store.max_batch,
-            synchronous=s.store.synchronous,
-        )
+        store = build_store(s)
         await store.open()
         metrics = Metrics()
         metrics.preinitialise(
@@ -132,12 +157,26 @@ class Service:
             engine = Engine(s, store, clock, metrics, bus, EventFactory(s.events), clients)
             await refresh_enums(clients, metrics)
             # Every active tracking is loaded before the pollers start: pages read
-            # by aiosqlite's thread while a busy loop holds the GIL crawl.
-            resumed = await _resume(engine, store)
+            # by aiosqlite's thread while a busy loop holds the GIL crawl. A shared
+            # store's work comes through the replica's claims instead.
+            resumed = 0 if store.shares_work else await _resume(engine, store)
             engine_task = asyncio.create_task(engine.run(), name="engine")
             log.info("resumed active trackings", extra={"fields": {"count": resumed}})
             deliveries = DeliveryService(store, s.events, metrics, clock, bus)
             await deliveries.load_state()
+            lag = LoopLagMonitor(metrics)
+            replica = Replica(
+                replica_id=replica_id(s),
+                store=store,
+                engine=engine,
+                settings=s,
+                metrics=metrics,
+                bus=bus,
+                lag=lag,
+            )
+            unheld = None
+            if store.shares_work:
+                unheld = Unheld(store, clients, engine.events, bus, metrics, clock)
             runtime = Runtime(
                 settings=s,
                 store=store,
@@ -145,8 +184,9 @@ class Service:
                 metrics=metrics,
                 bus=bus,
                 api_tokens=self.tokens,
-                tracker=Tracker(engine, store, metrics),
+                tracker=Tracker(engine, store, metrics, unheld),
                 deliveries=deliveries,
+                replica=replica,
             )
             app = create_app(runtime)
             runner = web.AppRunner(app, access_log=None, handle_signals=False)
@@ -164,7 +204,7 @@ class Service:
             self.port = sockets[0].getsockname()[1] if sockets else port
             metrics.ready.set(1)
             log.info("listening", extra={"fields": {"listen": f"{host}:{self.port}"}})
-            await self._supervise(runtime, engine, engine_task, deliveries, on_ready)
+            await self._supervise(runtime, engine, engine_task, deliveries, lag, on_ready)
         finally:
             if engine_task is not None and not engine_task.done():  # start-up failed
                 engine_task.cancel()
@@ -182,6 +222,7 @@ class Service:
         engine: Engine,
         engine_task: asyncio.Task[None],
         deliveries: DeliveryService,
+        lag: LoopLagMonitor,
         on_ready: Callable[[Service], Awaitable[None]] | None,
     ) -> None:
         s = self.settings
@@ -214,7 +255,16 @@ class Service:
         watch("engine", engine_task)
         spawn("deliveries", deliveries.run())
         spawn("pruner", run_pruner(runtime.store, s.events, runtime.clock, side_stop))
-        spawn("loop-lag", LoopLagMonitor(runtime.metrics).run(side_stop))
+        spawn("loop-lag", lag.run(side_stop))
+        replica = runtime.replica
+        assert replica is not None
+        spawn("replica", replica.run(side_stop))
+        store = runtime.store
+        if isinstance(store, PostgresStore):
+            listener = Listener(
+                store.connect_kwargs, replica.notified, runtime.metrics.store_listener_up.set
+            )
+            spawn("store-listener", listener.run(side_stop))
 
         loop = asyncio.get_running_loop()
         # Signal handlers can only be set from the main thread; an embedding
@@ -235,8 +285,10 @@ class Service:
         deliveries.stop(s.server.shutdown_grace_s)
         side_stop.set()
         # Phase 2: in-flight reads finish within the grace period; the engine
-        # flushes poll results and waits for shielded terminal writes.
+        # flushes poll results and waits for shielded terminal writes; then the
+        # leases go back, so that other replicas take the work at once.
         await engine.stop(s.server.shutdown_grace_s)
+        await replica.release_all()
         # Phase 3: anything still running after the hard deadline is cancelled.
         pending = [t for t in tasks.values() if not t.done()]
         if pending:

@@ -27,16 +27,21 @@ from orchestrator.vocabulary import Kind, TrackingState
 
 if TYPE_CHECKING:
     from orchestrator.engine.engine import Engine
+    from orchestrator.engine.unheld import Unheld
     from orchestrator.interpret.filters import FilterNames
     from orchestrator.metrics import Metrics
     from orchestrator.store.base import NewTracking, Store, Tracking, TrackingQuery
 
 
 class Tracker:
-    def __init__(self, engine: Engine, store: Store, metrics: Metrics) -> None:
+    def __init__(
+        self, engine: Engine, store: Store, metrics: Metrics, unheld: Unheld | None = None
+    ) -> None:
         self._engine = engine
         self._store = store
         self._metrics = metrics
+        # Several replicas: what to do with a tracking another replica polls.
+        self._unheld = unheld
 
     # -- intake -------------------------------------------------------------
 
@@ -93,8 +98,10 @@ class Tracker:
 
         Raises what ``active_function_job`` raises, or EndedMeanwhile.
         """
-        await self.active_function_job(tracking_id)
+        tracking = await self.active_function_job(tracking_id)
         answer = await self._engine.cancel(tracking_id)
+        if answer is None and self._unheld is not None:
+            answer = await self._unheld.cancel(tracking)
         if answer is None:
             raise EndedMeanwhile
         return answer
@@ -120,6 +127,12 @@ class Tracker:
         tracking = await self._stored(tracking_id)
         if tracking.state == TrackingState.ACTIVE:
             ended = await self._engine.abandon(tracking_id)
+            if (
+                ended is None
+                and self._unheld is not None
+                and tracking_id not in self._engine.entries
+            ):
+                ended = await self._unheld.abandon(tracking)
             if ended is not None:
                 return ended
             tracking = await self._stored(tracking_id)  # it ended meanwhile: as what?

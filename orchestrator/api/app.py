@@ -29,9 +29,11 @@ async def readyz(request: web.Request) -> web.Response:
     if not reasons and not await rt.store.check_writable():
         reasons.append("store not writable")
     rt.metrics.ready.set(0 if reasons else 1)
+    replica = rt.replica.describe() if rt.replica is not None else {}
     if reasons:
-        return web.json_response({"status": "not ready", "reasons": reasons}, status=503)
-    return web.json_response({"status": "ready"})
+        body = {"status": "not ready", "reasons": reasons, **replica}
+        return web.json_response(body, status=503)
+    return web.json_response({"status": "ready", **replica})
 
 
 def create_app(runtime: Runtime) -> web.Application:

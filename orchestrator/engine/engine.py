@@ -35,7 +35,7 @@ from orchestrator.kinds.base import Judgement, KindHandler
 from orchestrator.metrics import Metrics
 from orchestrator.platform.run_history import RunHistory
 from orchestrator.platform.stop_retries import RetryStopper, StopAnswer
-from orchestrator.store.base import Store, Tracking
+from orchestrator.store.base import ActiveSource, Store, Tracking
 from orchestrator.vocabulary import DeadlineSource, NextPollReason
 from orchestrator.workfilter import shown_id
 from orchestrator.workspace.client import WorkspaceClient
@@ -137,16 +137,14 @@ class Engine:
         entry.reason = NextPollReason.FIRST_READ
         self.schedulers[entry.workspace].schedule(entry, min(due, entry.deadline_mono))
 
-    async def resume(self, store: Store, page_size: int = 500) -> int:
-        """Resume every active tracking (and what adaptive polling had learned) after a
-        restart; returns how many.
+    async def resume(self, store: ActiveSource, page_size: int = 500) -> int:
+        """Resume every active tracking after a restart; returns how many.
 
         Rows are read a page at a time and kept only as compact entries (a restart's
         peak memory stays near steady state). First reads are spread over the longer
         of the initial delay and what the workspace's rate limit needs for all of them,
         planned from the counts, so pollers read the first pages while later ones load.
         """
-        await self.learner.load(store)
         rates = {ws: c.cfg.max_requests_per_second for ws, c in self.clients.items()}
         plans = plan_resume(await store.active_counts(), rates, self.polling)
         for ws, counted in plans.items():
@@ -351,6 +349,7 @@ class Engine:
     # -- running ------------------------------------------------------------
 
     async def run(self) -> None:
+        await self.learner.load(self.store)  # what adaptive polling had learned
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._poll_all, name="pollers")
             tg.start_soon(self.writer.run, name="engine-writer")

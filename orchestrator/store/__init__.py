@@ -6,6 +6,7 @@ from pathlib import Path
 
 from orchestrator.store._paging import MAX_PAGE, InvalidCursor
 from orchestrator.store.base import (
+    Claimed,
     Delivery,
     DeliveryState,
     DisabledSink,
@@ -21,10 +22,12 @@ from orchestrator.store.base import (
     WorkClassSummary,
 )
 from orchestrator.store.memory import MemoryStore
+from orchestrator.store.postgres import PostgresStore
 from orchestrator.store.sqlite import SqliteStore
 
 __all__ = [
     "MAX_PAGE",
+    "Claimed",
     "Delivery",
     "DeliveryState",
     "DisabledSink",
@@ -35,6 +38,7 @@ __all__ = [
     "NewEvent",
     "NewTracking",
     "PollUpdate",
+    "PostgresStore",
     "ReplaySpan",
     "SqliteStore",
     "Store",

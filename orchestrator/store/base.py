@@ -1,9 +1,14 @@
 """The store: a small protocol of domain operations.
 
 SQLite implements it (``sqlite.py``), an in-memory store serves fast unit tests
-(``memory.py``), and one contract suite (``tests/unit/test_store_contract.py``)
-runs against both. A PostgreSQL backend for several replicas will implement the
-same protocol.
+(``memory.py``), PostgreSQL serves several replicas (``postgres.py``), and one
+contract suite (``tests/unit/test_store_contract.py``) runs against all three.
+
+Leases: a store shared by several processes (``shares_work``) hands each active
+tracking to one of them at a time, under a lease it renews, and refuses a poll
+or terminal write from a process whose lease has passed or moved. The
+single-process stores hold everything for their one owner, so their lease
+operations are trivial (nothing to claim, nothing ever lost).
 
 Times are unix seconds (float) everywhere in the store; the API renders them.
 JSON-valued fields are plain Python objects (dict/list/str/...) here; the
@@ -211,7 +216,30 @@ class TrackingQuery:
     cursor: str | None = None  # opaque, produced by the store
 
 
+@dataclass(slots=True)
+class Claimed:
+    """Trackings a claim leased to this process, and how many of them it took over
+    from another process whose lease had run out."""
+
+    trackings: list[Tracking] = field(default_factory=list)
+    takeovers: int = 0
+
+
+class ActiveSource(Protocol):
+    """What a resume reads: the active trackings and their count per workspace."""
+
+    async def active_counts(self) -> dict[str, int]: ...
+
+    async def load_active(
+        self, after: str | None = None, limit: int | None = None
+    ) -> list[Tracking]: ...
+
+
 class Store(Protocol):
+    # True when other processes poll from the same store (PostgreSQL): work then
+    # comes through claim_trackings, not a resume of every active tracking.
+    shares_work: bool
+
     async def open(self) -> None:
         """Create or migrate the schema; raise StoreLocked/StoreError on failure."""
 
@@ -336,3 +364,25 @@ class Store(Protocol):
     ) -> None:
         """Upsert ``items`` by (workspace, kind, work_class) and delete the ``forget``
         keys, in one transaction. Last writer wins per row."""
+
+    # -- leases (several processes on one store) ---------------------------------------
+
+    async def claim_trackings(self, limit: int) -> Claimed:
+        """Lease up to ``limit`` active trackings whose lease has run out (or that were
+        released) to this process, soonest due first. Single-process stores: nothing
+        (their one owner already holds every tracking)."""
+
+    async def renew_leases(self) -> list[str]:
+        """Extend every lease this process holds; returns the trackings whose lease
+        could not be renewed (it had passed, or another process holds it now)."""
+
+    async def release_leases(self, tracking_ids: Sequence[str] | None = None) -> None:
+        """Give leases up (None: all) so that other processes claim them at once."""
+
+    def forget_leases(self) -> None:
+        """Drop every lease held, without asking the database (it is unreachable and
+        the leases may have run out meanwhile): their writes are refused from now on."""
+
+    async def heartbeat(self, leases: int) -> list[str]:
+        """Record this process as alive; returns the live processes (this one
+        included) sharing the store, or ``[]`` for a single-process store."""

@@ -17,6 +17,7 @@ from orchestrator.store._memory_log import MemoryLog
 from orchestrator.store._paging import clamp_limit, decode_cursor, encode_cursor
 from orchestrator.store._rows import new_tracking
 from orchestrator.store.base import (
+    Claimed,
     Finish,
     NewTracking,
     PollUpdate,
@@ -28,6 +29,8 @@ from orchestrator.vocabulary import TrackingState
 
 
 class MemoryStore(MemoryLog):
+    shares_work = False
+
     def __init__(self) -> None:
         super().__init__()
         self._trackings: dict[str, Tracking] = {}
@@ -206,6 +209,23 @@ class MemoryStore(MemoryLog):
     def _is_active(self, tracking_id: str) -> bool:
         tracking = self._trackings.get(tracking_id)
         return tracking is not None and tracking.state == TrackingState.ACTIVE
+
+    # -- leases: one owner holds everything ------------------------------------------
+
+    async def claim_trackings(self, limit: int) -> Claimed:
+        return Claimed()
+
+    async def renew_leases(self) -> list[str]:
+        return []
+
+    async def release_leases(self, tracking_ids: Sequence[str] | None = None) -> None:
+        return None
+
+    def forget_leases(self) -> None:
+        return None
+
+    async def heartbeat(self, leases: int) -> list[str]:
+        return []
 
 
 def _matches(t: Tracking, q: TrackingQuery, after: tuple[float, str] | None) -> bool:

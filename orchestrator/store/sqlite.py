@@ -26,6 +26,7 @@ from orchestrator.store._migrate import migrate
 from orchestrator.store._paging import clamp_limit, decode_cursor, encode_cursor
 from orchestrator.store._writer import GroupCommitWriter, is_unavailable
 from orchestrator.store.base import (
+    Claimed,
     Delivery,
     DeliveryState,
     DisabledSink,
@@ -52,6 +53,8 @@ T = TypeVar("T")
 
 
 class SqliteStore:
+    shares_work = False
+
     def __init__(
         self,
         path: str | Path,
@@ -307,6 +310,23 @@ class SqliteStore:
             rows = await self._read(queries.DELIVERIES_BY_STATE, (state, after, size + 1))
         items = [_rows.delivery(row) for row in rows[:size]]
         return items, encode_cursor(items[-1].delivery_id) if len(rows) > size else None
+
+    # -- leases: one owner holds everything ------------------------------------------
+
+    async def claim_trackings(self, limit: int) -> Claimed:
+        return Claimed()
+
+    async def renew_leases(self) -> list[str]:
+        return []
+
+    async def release_leases(self, tracking_ids: Sequence[str] | None = None) -> None:
+        return None
+
+    def forget_leases(self) -> None:
+        return None
+
+    async def heartbeat(self, leases: int) -> list[str]:
+        return []
 
 
 def _lock(path: Path) -> int:

@@ -129,8 +129,14 @@ class WorkspaceClient:
             headers = {**headers, "Content-Type": "application/json"}
         timeout_s = self.cfg.request_timeout_s
         gate, holder = self.gate, object()  # a slot is held per request, not per task
+        epoch = gate.lease_epoch
         if not gate.enter_nowait(holder):
             await gate.enter(holder)
+            if gate.lease_epoch != epoch:
+                # This replica gave its leases up while the request waited: another may
+                # read the same tracking now, so this read is not sent.
+                gate.leave(holder)
+                return trouble("connection", "leases given up while waiting", 0.0)
         mono = self._clock.monotonic
         started = mono()
         try:

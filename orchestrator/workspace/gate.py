@@ -10,11 +10,14 @@ could start, so that it does not take work it cannot send yet.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Awaitable, Callable
 
 import anyio
 
 from orchestrator.workspace.ratelimit import TokenBucket
+
+LEASE_RECHECK_S = 0.05
 
 
 class WorkspaceGate:
@@ -31,11 +34,33 @@ class WorkspaceGate:
         # second: refilling at the limit less the burst keeps every one-second
         # window within the limit, while a small burst (a fiftieth of a second's
         # worth) spares a timer per request.
+        self.rate = rate
         self.burst = max(1.0, rate / 50)
         self._bucket = TokenBucket(rate - (self.burst - 1.0), burst=self.burst, now=monotonic())
         self._slots = anyio.CapacityLimiter(max_in_flight)
         self.max_in_flight = max_in_flight
         self.blocked_until = 0.0
+        # Replicas sharing a store: nothing goes out once this replica can no longer be
+        # sure it still holds its leases (monotonic time; inf for a single process).
+        self.leases_valid_until = math.inf
+        self.lease_epoch = 0  # moves when the leases are given up: waiting reads are void
+        self.share = 1
+
+    def set_share(self, replicas: int) -> None:
+        """Hold this replica to 1/replicas of the workspace's limits, so that replicas
+        together stay within them."""
+        replicas = max(1, replicas)
+        if replicas == self.share:
+            return
+        self.share = replicas
+        rate = self.rate / replicas
+        self.burst = max(1.0, rate / 50)
+        self._bucket.rate = rate - (self.burst - 1.0)
+        self._bucket.burst = self.burst
+        self._slots.total_tokens = max(1, self.max_in_flight // replicas)
+
+    def _leases_lapsed(self, now: float) -> bool:
+        return now >= self.leases_valid_until
 
     def block(self, seconds: float) -> None:
         """The workspace said Retry-After: nothing goes out for ``seconds``."""
@@ -49,6 +74,8 @@ class WorkspaceGate:
 
     def wait_s(self, now: float) -> float:
         """How long from ``now`` until a request could start (0: now)."""
+        if self._leases_lapsed(now):
+            return LEASE_RECHECK_S
         return max(self.blocked_until - now, self._bucket.wait(now))
 
     def in_flight(self) -> float:
@@ -58,7 +85,7 @@ class WorkspaceGate:
         """Let ``holder``'s request out now if a slot and a token are free and no
         Retry-After holds; False (nothing taken) otherwise."""
         now = self._mono()
-        if self.blocked_until > now:
+        if self.blocked_until > now or self._leases_lapsed(now):
             return False
         try:
             self._slots.acquire_on_behalf_of_nowait(holder)
@@ -79,6 +106,9 @@ class WorkspaceGate:
                 now = self._mono()
                 if self.blocked_until > now:
                     await self._sleep(self.blocked_until - now)
+                    continue
+                if self._leases_lapsed(now):
+                    await self._sleep(LEASE_RECHECK_S)
                     continue
                 wait = self._bucket.take(now)
                 if wait <= 0:

@@ -1,4 +1,4 @@
-"""The store's behaviour, one suite run against every backend (MemoryStore and SqliteStore)."""
+"""The store's behaviour, one suite run against every backend (memory, SQLite, PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -18,21 +18,33 @@ from orchestrator.store import (
     NewEvent,
     NewTracking,
     PollUpdate,
+    PostgresStore,
     ReplaySpan,
     SqliteStore,
     Store,
     TrackingQuery,
     WorkClassSummary,
 )
+from tests.pgserver import fresh_schema
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     backend: Store
     if request.param == "memory":
         backend = MemoryStore()
-    else:
+    elif request.param == "sqlite":
         backend = SqliteStore(tmp_path / "store.db", commit_interval_s=0.001)
+    else:
+        # A fresh schema of the session's server (tests/conftest.py); the store that
+        # accepted a tracking holds its lease, so every write here is its holder's.
+        server = request.getfixturevalue("postgres_server")
+        async with fresh_schema(server) as dsn:
+            backend = PostgresStore(dsn, replica_id="contract", pool_size=4)
+            await backend.open()
+            yield backend
+            await backend.close()
+        return
     await backend.open()
     yield backend
     await backend.close()

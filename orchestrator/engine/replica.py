@@ -1,0 +1,296 @@
+"""One replica among several on a shared store: its leases, its peers, its share.
+
+A loop on the event loop itself (no heartbeat thread, so a stalled loop cannot
+look healthy) renews this replica's leases and heartbeat every third of
+``store.lease_timeout_s``, and claims trackings whose lease ran out, up to a
+fair share, feeding them to the engine as a resume (first reads spread under
+the rate limit). A lease that could not be renewed is dropped from the engine
+without any remote call. When the loop's lag passes ``polling.stall_lag_s`` the
+replica gives every lease up at once rather than keep work it cannot poll.
+When the store cannot be reached, reads stop before the leases could have run
+out, and the leases are forgotten once they must have; nothing acknowledged is
+lost (it is all in the store) and work is claimed again once the store answers.
+
+Each workspace's limits are split evenly by the live replica count from the
+heartbeat table (``WorkspaceGate.set_share``): no round trip to the database per
+request, and a replica that loses the database keeps the share it had.
+
+A single-process store holds everything for its one owner: the loop then only
+keeps the gauges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.aio import wait_event
+from orchestrator.errors import StoreError
+from orchestrator.store.base import Tracking
+
+if TYPE_CHECKING:
+    from orchestrator.config import Settings
+    from orchestrator.engine.engine import Engine
+    from orchestrator.events.bus import EventBus
+    from orchestrator.looplag import LoopLagMonitor
+    from orchestrator.metrics import Metrics
+    from orchestrator.store.base import Store
+
+log = logging.getLogger("orchestrator.replica")
+
+# Reads stop this far into a lease's life unless a renewal landed: a read still in
+# flight then ends before the lease could pass to another replica.
+VALID_FRACTION = 2 / 3
+CLAIM_EVERY_S = 1.0  # the polling fallback behind LISTEN/NOTIFY
+GAUGES_EVERY_S = 5.0
+
+
+def fair_claim(claim_batch: int, active: int, peers: int, held: int) -> int:
+    """How many trackings to claim now: up to an even share of all active ones (less
+    what this replica holds), never more than ``claim_batch`` in one statement."""
+    share = math.ceil(active / max(1, peers))
+    return max(0, min(claim_batch, share - held))
+
+
+class ClaimedBatch:
+    """Claimed trackings, read by ``Engine.resume`` as if they were a store's."""
+
+    def __init__(self, trackings: Sequence[Tracking]) -> None:
+        self._rows = sorted(trackings, key=lambda t: t.tracking_id)
+
+    async def active_counts(self) -> dict[str, int]:
+        return dict(Counter(t.workspace for t in self._rows))
+
+    async def load_active(
+        self, after: str | None = None, limit: int | None = None
+    ) -> list[Tracking]:
+        rows = [t for t in self._rows if after is None or t.tracking_id > after]
+        return rows if limit is None else rows[:limit]
+
+
+class Replica:
+    def __init__(
+        self,
+        *,
+        replica_id: str,
+        store: Store,
+        engine: Engine,
+        settings: Settings,
+        metrics: Metrics,
+        bus: EventBus,
+        lag: LoopLagMonitor | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.id = replica_id
+        self.peers = [replica_id]
+        self.state = "starting"  # holding | stalled | store_unavailable | stopped
+        self._store, self._engine, self._metrics, self._bus = store, engine, metrics, bus
+        self._lag = lag
+        self._mono = monotonic
+        self._timeout = settings.store.lease_timeout_s
+        self._renew_every = self._timeout / 3
+        self._claim_every = min(CLAIM_EVERY_S, self._renew_every)
+        self._claim_batch = settings.store.claim_batch
+        self._stall_s = settings.polling.stall_lag_s
+        self._workspaces = [w.name for w in settings.workspaces]
+        self._gates = [client.gate for client in engine.clients.values()]
+        self._wake = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._renewed_at: float | None = None  # when the last successful renewal was sent
+        self._next_renew = 0.0
+        self._stopped = False
+        self._counts: deque[tuple[float, int]] = deque()  # (when, live replicas)
+
+    # -- what others see ------------------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        """The replica's part of ``/readyz``."""
+        return {
+            "replica": self.id,
+            "leases": len(self._engine.entries),
+            "peers": list(self.peers),
+            "lease_state": self.state,
+        }
+
+    def notified(self, payload: str) -> None:
+        """A notification from another replica (LISTEN): released work, or new events."""
+        if payload == "work":
+            self._wake.set()
+        elif payload == "events":
+            self._bus.publish()  # SSE streams and delivery workers read the store again
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        if not self._store.shares_work:
+            self.state = "holding"
+            self._metrics.replica_peers.set(1)
+            self._metrics.store_up.set(1)
+            while not stop.is_set():
+                self._set_gauges()
+                await wait_event(stop, GAUGES_EVERY_S)
+            return
+        lateness = 0.0
+        while not stop.is_set():
+            async with self._lock:
+                if self._stopped:
+                    return
+                lag = max(lateness, self._lag.latest_lag_s if self._lag else 0.0)
+                if lag > self._stall_s:
+                    await self._give_up(lag)
+                else:
+                    if self._mono() >= self._next_renew:
+                        await self._renew()
+                    if self.state == "holding" and not self._engine.stopping:
+                        await self._claim()
+                self._set_gauges()
+            due = self._mono() + self._claim_every
+            self._wake.clear()
+            await _wait_either(stop, self._wake, self._claim_every)
+            lateness = max(0.0, self._mono() - due)
+
+    async def _renew(self) -> None:
+        sent = self._mono()
+        try:
+            lost = await self._store.renew_leases()
+            peers = await self._store.heartbeat(len(self._engine.entries))
+        except StoreError as exc:
+            self._store_trouble(exc)
+            return
+        if self.state != "holding":
+            log.info("holding leases", extra={"fields": {"replica": self.id, "peers": peers}})
+        self.state = "holding"
+        self._metrics.store_up.set(1)
+        self._renewed_at = sent
+        self._next_renew = sent + self._renew_every
+        for tracking_id in lost:
+            self._drop(tracking_id)
+        if lost:
+            log.warning("leases lost to other replicas", extra={"fields": {"count": len(lost)}})
+        self.peers = peers or [self.id]
+        share = self._divisor(sent, len(self.peers))
+        for gate in self._gates:
+            gate.set_share(share)
+            gate.leases_valid_until = sent + self._timeout * VALID_FRACTION
+
+    def _divisor(self, now: float, live: int) -> int:
+        """The largest live count seen over the last lease timeout: a replica that
+        vanished from the heartbeat table (or that the others could not see during a
+        database outage) may still be polling until its leases have run out, so the
+        shares grow only once it has been gone that long. The newest count before
+        an outage is kept however old: after it, peers reappear one by one."""
+        while len(self._counts) > 1 and self._counts[0][0] < now - self._timeout:
+            self._counts.popleft()
+        divisor = max([live, *(n for _, n in self._counts)])
+        self._counts.append((now, live))
+        return divisor
+
+    def _store_trouble(self, exc: StoreError) -> None:
+        """Back off; once the leases must have run out, forget them (others may hold
+        them by the time the store answers again)."""
+        if self.state != "store_unavailable":
+            log.warning(
+                "store unreachable: leases kept until they would run out",
+                extra={"fields": {"replica": self.id, "error": str(exc)}},
+            )
+        self.state = "store_unavailable"
+        self._metrics.store_up.set(0)
+        self._next_renew = self._mono() + min(1.0, self._renew_every)
+        if self._renewed_at is None or self._mono() - self._renewed_at >= self._timeout:
+            self._drop_all()
+            self._store.forget_leases()
+            self._renewed_at = None
+
+    async def _give_up(self, lag: float) -> None:
+        log.warning(
+            "event loop stalled: giving every lease up",
+            extra={"fields": {"replica": self.id, "lag_s": round(lag, 3)}},
+        )
+        self.state = "stalled"
+        self._drop_all()
+        try:
+            await self._store.release_leases()
+        except StoreError:
+            self._store.forget_leases()
+        self._renewed_at = None
+        self._next_renew = 0.0  # renew (and so revalidate) on the next healthy tick
+
+    async def _claim(self) -> None:
+        try:
+            counts = await self._store.active_counts()
+            limit = fair_claim(
+                self._claim_batch, sum(counts.values()), len(self.peers), len(self._engine.entries)
+            )
+            claimed = await self._store.claim_trackings(limit)
+        except StoreError as exc:
+            self._store_trouble(exc)
+            return
+        if not claimed.trackings:
+            return
+        if claimed.takeovers:
+            self._metrics.lease_takeovers_total.inc(claimed.takeovers)
+        await self._engine.resume(ClaimedBatch(claimed.trackings))
+        # Trackings of a workspace this replica has no configuration for: let others.
+        held = self._engine.entries
+        stray = [t.tracking_id for t in claimed.trackings if t.tracking_id not in held]
+        if stray:
+            with contextlib.suppress(StoreError):  # else they run out on their own
+                await self._store.release_leases(stray)
+        log.info(
+            "claimed trackings",
+            extra={"fields": {"count": len(claimed.trackings), "takeovers": claimed.takeovers}},
+        )
+        if len(claimed.trackings) >= limit:
+            self._wake.set()  # more may be waiting: claim again without the interval
+
+    def _drop(self, tracking_id: str) -> None:
+        """Forget a tracking another replica may hold now: no write, no remote call.
+        The engine's own steps of an ending (release, ended), as the finisher uses them."""
+        engine = self._engine
+        entry = engine.entries.get(tracking_id)
+        if entry is None:
+            return
+        engine.release(entry)
+        entry.gen += 1  # its schedule entry, and any read in flight, are void
+        engine.ended(entry)
+        engine.probes.active(entry.workspace, entry.kind).dec()
+
+    def _drop_all(self) -> None:
+        for gate in self._gates:
+            gate.leases_valid_until = -math.inf
+            gate.lease_epoch += 1
+        for tracking_id in list(self._engine.entries):
+            self._drop(tracking_id)
+
+    def _set_gauges(self) -> None:
+        held = Counter(e.workspace for e in self._engine.entries.values())
+        for workspace in self._workspaces:
+            self._metrics.replica_leases.labels(workspace=workspace).set(held.get(workspace, 0))
+        self._metrics.replica_peers.set(len(self.peers))
+
+    async def release_all(self) -> None:
+        """At shutdown, after the engine stopped: every lease back, so that peers take
+        the work at once rather than after the timeout."""
+        async with self._lock:
+            self._stopped = True
+            self.state = "stopped"
+            if self._store.shares_work:
+                try:
+                    await self._store.release_leases()
+                except StoreError as exc:
+                    log.warning("leases not released: %s", exc)
+
+
+async def _wait_either(a: asyncio.Event, b: asyncio.Event, wait_s: float) -> None:
+    waiters = [asyncio.ensure_future(a.wait()), asyncio.ensure_future(b.wait())]
+    try:
+        await asyncio.wait(waiters, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()

@@ -1,0 +1,152 @@
+"""The PostgreSQL store's connection pool, error mapping and migrations.
+
+asyncpg keeps a cache of prepared statements on each connection: every
+statement of ``pg_queries`` is constant text, so it is parsed and planned once
+per connection of the pool and executed from the cache after that.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.resources
+import re
+import time
+import urllib.parse
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg  # type: ignore[import-untyped]
+
+from orchestrator.errors import StoreError, StoreUnavailable
+from orchestrator.store import pg_queries as q
+
+_MIGRATION_NAME = re.compile(r"^(\d+)_(\w+)\.sql$")
+CONNECT_TIMEOUT_S = 10.0
+COMMAND_TIMEOUT_S = 30.0
+
+# Errors that say the database cannot be reached or cannot take work now (a restart,
+# a lost connection, too many clients), as opposed to an operation that is wrong.
+_UNAVAILABLE: tuple[type[BaseException], ...] = (
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,  # e.g. a connection reset while the server went away
+    asyncpg.PostgresConnectionError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.InsufficientResourcesError,
+    asyncpg.OperatorInterventionError,
+    asyncpg.ReadOnlySQLTransactionError,
+    asyncpg.TransactionRollbackError,  # a deadlock or serialisation failure: try again
+    OSError,
+    TimeoutError,
+)
+
+
+def redacted(dsn: str) -> str:
+    """The DSN without any password, for messages and logs."""
+    parts = urllib.parse.urlsplit(dsn)
+    if parts.password is None:
+        return dsn
+    host = parts.hostname or ""
+    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def store_error(exc: BaseException, what: str) -> StoreError:
+    kind = StoreUnavailable if isinstance(exc, _UNAVAILABLE) else StoreError
+    # The class and the server's message only: never the DSN or its password.
+    return kind(f"{what}: {type(exc).__name__}: {exc}")
+
+
+def is_store_failure(exc: BaseException) -> bool:
+    return isinstance(exc, (*_UNAVAILABLE, asyncpg.PostgresError))
+
+
+class Pool:
+    def __init__(self, dsn: str, password: str | None, size: int, application: str) -> None:
+        self.dsn = dsn
+        self._password = password
+        self._size = size
+        self._application = application[:63]
+        self._pool: Any = None
+
+    def connect_kwargs(self) -> dict[str, Any]:
+        return {
+            "dsn": self.dsn,
+            "password": self._password,
+            "timeout": CONNECT_TIMEOUT_S,
+            "command_timeout": COMMAND_TIMEOUT_S,
+            "server_settings": {"application_name": self._application},
+        }
+
+    async def open(self) -> None:
+        try:
+            self._pool = await asyncpg.create_pool(
+                min_size=1, max_size=self._size, **self.connect_kwargs()
+            )
+        except Exception as exc:
+            raise store_error(exc, f"cannot connect to {redacted(self.dsn)}") from None
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            try:
+                await pool.close()
+            except Exception:
+                pool.terminate()
+
+    @property
+    def is_open(self) -> bool:
+        return self._pool is not None
+
+    @contextlib.asynccontextmanager
+    async def connection(self, what: str, *, transaction: bool) -> AsyncIterator[Any]:
+        """A connection of the pool (in a transaction when asked); asyncpg's errors
+        become StoreUnavailable (cannot reach or write) or StoreError (this operation)."""
+        if self._pool is None:
+            raise StoreUnavailable("store is closed")
+        try:
+            async with self._pool.acquire() as conn:
+                if transaction:
+                    async with conn.transaction():
+                        yield conn
+                else:
+                    yield conn
+        except StoreError:
+            raise
+        except Exception as exc:
+            if not is_store_failure(exc):
+                raise
+            raise store_error(exc, what) from exc
+
+
+def migrations() -> list[tuple[int, str, str]]:
+    found: list[tuple[int, str, str]] = []
+    for entry in (importlib.resources.files("orchestrator.store") / "pg_migrations").iterdir():
+        match = _MIGRATION_NAME.match(entry.name)
+        if match:
+            found.append((int(match[1]), entry.name, entry.read_text(encoding="utf-8")))
+    found.sort()
+    if [version for version, _, _ in found] != list(range(1, len(found) + 1)):
+        raise StoreError(f"store migrations are not numbered 1..n: {[n for _, n, _ in found]}")
+    return found
+
+
+async def migrate(conn: Any) -> None:
+    """Apply the migrations newer than the recorded version, in one transaction.
+
+    Replicas starting together serialise on an advisory lock: the first applies
+    them, the others then find nothing left to do. A database newer than this
+    build is refused, so an old replica never writes to a schema it does not know.
+    """
+    known = migrations()
+    async with conn.transaction():
+        await conn.execute(f"SELECT pg_advisory_xact_lock({q.MIGRATION_LOCK_KEY})")
+        await conn.execute(q.CREATE_SCHEMA_VERSION)
+        current = int(await conn.fetchval(q.SCHEMA_VERSION))
+        if current > len(known):
+            raise StoreError(
+                f"store schema version {current} is newer than this build knows"
+                f" ({len(known)}): refusing to open it"
+            )
+        for version, name, script in known[current:]:
+            await conn.execute(script)  # a whole script: the simple query protocol
+            await conn.execute(q.RECORD_MIGRATION, version, name, time.time())

@@ -1,0 +1,222 @@
+"""The PostgreSQL store's writes of trackings and events, as functions of one connection.
+
+Each runs inside a transaction its caller opened. Poll results and terminal
+writes carry the fencing token of the lease this replica holds (``LeaseBook``);
+the statements themselves refuse a write whose lease has passed or moved, so a
+replica that stalled past its lease cannot overwrite its successor's work.
+
+Event order: every transaction that appends events first takes one
+transaction-level advisory lock and holds it to commit. PostgreSQL hands out
+identity values in call order but commits in any order, so without it a reader
+following ``after=SEQ`` could pass seq 11 (committed) while seq 10 is still
+being written, and never see 10. Under the lock the next writer gets its seq
+only once the previous writer is committed and visible: seq order is commit
+order, and every snapshot sees a prefix of the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from orchestrator.store import _rows
+from orchestrator.store import pg_queries as q
+from orchestrator.store.base import (
+    DisabledSink,
+    Finish,
+    NewEvent,
+    NewTracking,
+    PollUpdate,
+    Tracking,
+)
+
+Connection = Any  # asyncpg.Connection: asyncpg ships no type information
+
+
+class LeaseBook:
+    """The leases this replica holds: tracking_id to fencing token."""
+
+    def __init__(self) -> None:
+        self.tokens: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def hold(self, tracking_id: str, token: int) -> None:
+        self.tokens[tracking_id] = token
+
+    def drop(self, tracking_ids: Sequence[str]) -> None:
+        for tracking_id in tracking_ids:
+            self.tokens.pop(tracking_id, None)
+
+    def arrays(self, tracking_ids: Sequence[str] | None = None) -> tuple[list[str], list[int]]:
+        ids = list(self.tokens) if tracking_ids is None else [
+            t for t in tracking_ids if t in self.tokens
+        ]  # fmt: skip
+        ids.sort()
+        return ids, [self.tokens[t] for t in ids]
+
+
+class EventWriter:
+    """Appends events within one transaction, under the log's advisory lock."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self.high = 0
+
+    async def append(self, event: NewEvent, *, terminal: bool = False) -> int:
+        if self.high == 0:
+            await self._conn.execute(q.LOCK_EVENTS)
+        seq = int(
+            await self._conn.fetchval(
+                q.INSERT_EVENT,
+                event.event_id, event.tracking_id, event.type, event.time, event.payload,
+                terminal, event.sink,
+            )
+        )  # fmt: skip
+        destinations = list(dict.fromkeys(event.destinations))
+        if destinations:
+            urls = [event.callback_url if d == "callback" else None for d in destinations]
+            await self._conn.execute(q.INSERT_DELIVERIES, seq, event.time, destinations, urls)
+        self.high = seq
+        return seq
+
+    async def close(self) -> None:
+        """Record the high-water mark and tell the other replicas (both on commit)."""
+        if self.high:
+            await self._conn.execute(q.RAISE_SEQ_HIGH, self.high)
+            await self._conn.execute(q.NOTIFY, q.CHANNEL, "events")
+
+
+async def create_trackings(
+    conn: Connection, items: Sequence[NewTracking], owner: str, lease_s: float, book: LeaseBook
+) -> tuple[list[tuple[Tracking, bool]], dict[str, int]]:
+    """Insert (leased to ``owner``); returns the answers and the new leases."""
+    params = [_rows.insert_tracking_params(item) for item in items]
+    columns = [list(column) for column in zip(*params, strict=True)]
+    rows = await conn.fetch(q.INSERT_TRACKINGS, *columns, owner, lease_s)
+    leases = {row[0]: int(row[1]) for row in rows}
+    labels = [
+        (item.tracking_id, k, v)
+        for item in items
+        if item.labels and item.tracking_id in leases
+        for k, v in item.labels.items()
+    ]
+    if labels:
+        await conn.execute(q.INSERT_LABELS, *(list(c) for c in zip(*labels, strict=True)))
+    known = [item for item in items if item.tracking_id not in leases]
+    existing: dict[tuple[str, str, str], Tracking] = {}
+    if known:
+        keys = [[i.workspace for i in known], [i.kind for i in known], [i.remote_id for i in known]]
+        for row in await conn.fetch(q.TRACKINGS_BY_REMOTE, *keys):
+            existing[row[1], row[2], row[3]] = _rows.tracking(row)
+    out: list[tuple[Tracking, bool]] = []
+    for item in items:
+        if item.tracking_id in leases:
+            out.append((_rows.new_tracking(item), True))
+        else:
+            out.append((existing[item.workspace, item.kind, item.remote_id], False))
+    return out, leases
+
+
+def _poll_row(u: PollUpdate, token: int) -> list[Any]:
+    changed = u.remote_changed
+    deadline, source = u.deadline if u.deadline is not None else (None, None)
+    return [
+        u.tracking_id, token, u.polls, u.last_polled_at, u.next_poll_at,
+        _rows.dump(u.last_error), changed,
+        u.remote_status if changed else None,
+        _rows.dump(u.remote) if changed else None,
+        u.fingerprint if changed else None,
+        u.digest if changed else None,
+        deadline, source,
+    ]  # fmt: skip
+
+
+async def record_polls(conn: Connection, updates: Sequence[PollUpdate], book: LeaseBook) -> None:
+    """Poll results of the trackings this replica holds; others are not even sent."""
+    events = EventWriter(conn)
+    plain: dict[str, list[Any]] = {}
+    for u in updates:
+        token = book.tokens.get(u.tracking_id)
+        if token is None:
+            continue
+        if u.event is None:
+            _fold(plain, u, token)
+            continue
+        # An update with an event needs to know whether its row moved; the plain ones
+        # before it are written first, so that updates apply in the order given.
+        await _write_plain(conn, plain)
+        plain = {}
+        if await conn.fetch(q.RECORD_POLLS, *([v] for v in _poll_row(u, token))):
+            await events.append(u.event)
+    await _write_plain(conn, plain)
+    await events.close()
+
+
+def _fold(rows: dict[str, list[Any]], u: PollUpdate, token: int) -> None:
+    """A tracking's updates folded into one row that leaves it as applying them in turn
+    would: the last update's counters and error, the last changed body, the last
+    derived deadline."""
+    row = rows.get(u.tracking_id)
+    fresh = _poll_row(u, token)
+    if row is None:
+        rows[u.tracking_id] = fresh
+        return
+    row[2:6] = fresh[2:6]
+    if u.remote_changed:
+        row[6:11] = fresh[6:11]
+    if u.deadline is not None:
+        row[11:13] = fresh[11:13]
+
+
+async def _write_plain(conn: Connection, rows: dict[str, list[Any]]) -> None:
+    if rows:
+        columns = [list(c) for c in zip(*rows.values(), strict=True)]
+        await conn.execute(q.RECORD_POLLS, *columns)
+
+
+async def finish(conn: Connection, items: Sequence[Finish], book: LeaseBook) -> list[bool]:
+    events = EventWriter(conn)
+    out: list[bool] = []
+    for item in items:
+        token = book.tokens.get(item.tracking_id)
+        params: list[Any] = [
+            item.tracking_id, item.outcome, item.terminal_at, _rows.dump(item.result),
+            item.polls, item.last_polled_at, _rows.dump(item.last_error), item.remote_changed,
+            item.remote_status if item.remote_changed else None,
+            _rows.dump(item.remote) if item.remote_changed else None,
+        ]  # fmt: skip
+        if token is not None:
+            status = await conn.execute(q.FINISH_LEASED, *params, token)
+        elif item.outcome == "abandoned":
+            status = await conn.execute(q.FINISH_UNLEASED, *params)
+        else:
+            status = "UPDATE 0"  # not ours to end: its holder will
+        moved = status == "UPDATE 1"
+        if moved:
+            await events.append(item.event, terminal=True)
+        out.append(moved)
+    await events.close()
+    return out
+
+
+async def disable_sink(conn: Connection, sink: DisabledSink, event: NewEvent) -> bool:
+    """The disabled state and its operational event, or nothing if already disabled."""
+    status = await conn.execute(q.DISABLE_SINK, sink.destination, sink.since, sink.reason)
+    if status != "INSERT 0 1":
+        return False
+    events = EventWriter(conn)
+    await events.append(event)
+    await events.close()
+    return True
+
+
+async def enable_sink(conn: Connection, destination: str, event: NewEvent) -> bool:
+    """The disabled state cleared with its operational event, or nothing if not disabled."""
+    if await conn.execute(q.ENABLE_SINK, destination) != "DELETE 1":
+        return False
+    events = EventWriter(conn)
+    await events.append(event)
+    await events.close()
+    return True

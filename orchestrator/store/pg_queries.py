@@ -1,0 +1,306 @@
+"""Every SQL statement of the PostgreSQL store, by name (the schema is in ``pg_migrations/``).
+
+Bulk operations pass arrays (``unnest``) rather than one placeholder per row, so
+each statement's text is the same whatever the batch size: asyncpg prepares a
+statement once per connection and reuses it from its cache from then on.
+
+Rows another transaction may be writing are locked in tracking_id order
+(``FOR NO KEY UPDATE`` under ``ORDER BY``) before a bulk update, so that a
+renewal and a batch of poll results of the same replica never deadlock.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from orchestrator.store.queries import DELIVERY_COLUMNS, EVENT_COLUMNS, TRACKING_COLUMNS
+
+# The database's clock, in unix seconds: every lease is judged by it, never by a
+# replica's own clock, so replicas whose clocks disagree still agree on leases.
+NOW = "extract(epoch FROM clock_timestamp())::float8"
+# Taken before any seq is assigned and held to commit: seq order is commit order.
+EVENTS_LOCK_KEY = 0x6F7263685F657674  # "orch_evt"
+MIGRATION_LOCK_KEY = 0x6F7263685F6D6967  # "orch_mig"
+CHANNEL = "orchestrator"  # LISTEN/NOTIFY: payload "work" or "events"
+
+T_COLUMNS = ", ".join(f"t.{c.strip()}" for c in TRACKING_COLUMNS.split(","))
+# Where CLAIM's two extra columns (the new lease token, the previous owner) start.
+CLAIM_TOKEN = len(TRACKING_COLUMNS.split(","))
+# Resuming (and claiming) skips a body its digest stands for, as the SQLite store does.
+T_COLUMNS_ACTIVE = T_COLUMNS.replace(
+    " t.remote,", " CASE WHEN t.remote_digest IS NULL THEN t.remote END,"
+)
+
+# -- schema bookkeeping ---------------------------------------------------------------------
+
+CREATE_SCHEMA_VERSION = (
+    "CREATE TABLE IF NOT EXISTS schema_version"
+    " (version integer PRIMARY KEY, name text NOT NULL, applied_at double precision NOT NULL)"
+)
+SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM schema_version"
+RECORD_MIGRATION = "INSERT INTO schema_version (version, name, applied_at) VALUES ($1, $2, $3)"
+PROBE_WRITE = f"UPDATE store_probe SET at = {NOW} WHERE id = 1"
+
+# -- trackings ------------------------------------------------------------------------------
+
+# New rows are leased to the replica that accepted them: it polls them at once.
+INSERT_TRACKINGS = (
+    "INSERT INTO trackings (tracking_id, workspace, kind, remote_id, state, polls,"
+    " next_poll_at, deadline_at, created_at, labels, correlation_id, callback_url, notify,"
+    " deadline_source, remote, lease_owner, lease_until, lease_token)"
+    " SELECT u.tid, u.ws, u.kind, u.rid, 'active', 0, u.npa, u.dl, u.ca, u.labels, u.corr,"
+    f" u.cb, u.notify, u.dls, u.remote, $14, {NOW} + $15, nextval('lease_tokens')"
+    " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::float8[], $6::float8[],"
+    " $7::float8[], $8::bytea[], $9::text[], $10::text[], $11::text[], $12::text[],"
+    " $13::bytea[]) WITH ORDINALITY"
+    " AS u(tid, ws, kind, rid, npa, dl, ca, labels, corr, cb, notify, dls, remote, n)"
+    " ORDER BY u.n"
+    " ON CONFLICT (workspace, kind, remote_id) DO NOTHING RETURNING tracking_id, lease_token"
+)
+INSERT_LABELS = (
+    "INSERT INTO tracking_labels (tracking_id, key, value)"
+    " SELECT * FROM unnest($1::text[], $2::text[], $3::text[])"
+)
+TRACKINGS_BY_REMOTE = (
+    f"SELECT {T_COLUMNS} FROM trackings t"
+    " JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(ws, kind, rid)"
+    " ON t.workspace = k.ws AND t.kind = k.kind AND t.remote_id = k.rid"
+)
+TRACKING_BY_ID = f"SELECT {T_COLUMNS} FROM trackings t WHERE t.tracking_id = $1"
+ACTIVE_COUNTS = (
+    "SELECT workspace, count(*) FROM trackings WHERE state = 'active' GROUP BY workspace"
+)
+ACTIVE_TRACKINGS = (
+    f"SELECT {T_COLUMNS_ACTIVE} FROM trackings t WHERE t.state = 'active' AND t.tracking_id > $1"
+    " ORDER BY t.tracking_id LIMIT $2"
+)
+
+_POLL_ARRAYS = (
+    "unnest($1::text[], $2::bigint[], $3::int[], $4::float8[], $5::float8[], $6::bytea[],"
+    " $7::bool[], $8::text[], $9::bytea[], $10::text[], $11::bytea[], $12::float8[],"
+    " $13::text[])"
+    " AS u(id, tok, polls, lpa, npa, err, changed, rs, remote, fp, dg, dl, dls)"
+)
+# Poll results, fenced: only the holder of the current, unexpired lease writes. A
+# derived deadline (dl, dls; NULL: unchanged) is written with them, fenced alike.
+RECORD_POLLS = (
+    f"WITH u AS (SELECT * FROM {_POLL_ARRAYS}),"
+    " locked AS (SELECT t.tracking_id FROM trackings t JOIN u ON t.tracking_id = u.id"
+    "   ORDER BY t.tracking_id FOR NO KEY UPDATE OF t)"
+    " UPDATE trackings t SET polls = u.polls, last_polled_at = u.lpa, next_poll_at = u.npa,"
+    " last_error = u.err,"
+    " remote_status = CASE WHEN u.changed THEN u.rs ELSE t.remote_status END,"
+    " remote = CASE WHEN u.changed THEN u.remote ELSE t.remote END,"
+    " remote_fingerprint = CASE WHEN u.changed THEN u.fp ELSE t.remote_fingerprint END,"
+    " remote_digest = CASE WHEN u.changed THEN u.dg ELSE t.remote_digest END,"
+    " deadline_at = coalesce(u.dl, t.deadline_at),"
+    " deadline_source = CASE WHEN u.dl IS NULL THEN t.deadline_source ELSE u.dls END"
+    " FROM u WHERE t.tracking_id = u.id AND t.tracking_id IN (SELECT tracking_id FROM locked)"
+    f" AND t.state = 'active' AND t.lease_token = u.tok AND t.lease_until >= {NOW}"
+    " RETURNING t.tracking_id"
+)
+
+_FINISH_SET = (
+    "UPDATE trackings SET state = 'terminal', outcome = $2, terminal_at = $3, result = $4,"
+    " next_poll_at = NULL, polls = coalesce($5, polls),"
+    " last_polled_at = coalesce($6, last_polled_at),"
+    " last_error = CASE WHEN $5::int IS NOT NULL THEN $7 ELSE coalesce($7, last_error) END,"
+    " remote_status = CASE WHEN $8 THEN $9 ELSE remote_status END,"
+    " remote = CASE WHEN $8 THEN $10 ELSE remote END,"
+    " lease_owner = NULL, lease_until = 0"
+    " WHERE tracking_id = $1 AND state = 'active'"
+)
+# A terminal write of the lease holder, fenced like a poll result.
+FINISH_LEASED = f"{_FINISH_SET} AND lease_token = $11 AND lease_until >= {NOW}"
+# A caller's abandon, accepted from any replica: it is no stale poller's write.
+FINISH_UNLEASED = _FINISH_SET
+
+
+@functools.lru_cache(maxsize=256)
+def list_trackings(
+    *, state: bool, kind: bool, outcome: bool, workspace: bool, labels: int, after: bool
+) -> str:
+    """The listing query for the filters present; parameters in the order of
+    ``queries.list_trackings`` (the set of texts is small: each is prepared once)."""
+    where: list[str] = []
+    n = 0
+
+    def param() -> str:
+        nonlocal n
+        n += 1
+        return f"${n}"
+
+    for present, column in ((state, "state"), (kind, "kind"), (outcome, "outcome")):
+        if present:
+            where.append(f"t.{column} = {param()}")
+    if workspace:
+        where.append(f"t.workspace = {param()}")
+    for _ in range(labels):
+        where.append(
+            "EXISTS (SELECT 1 FROM tracking_labels l WHERE l.tracking_id = t.tracking_id"
+            f" AND l.key = {param()} AND l.value = {param()})"
+        )
+    if after:
+        a, b, c = param(), param(), param()
+        where.append(f"(t.created_at < {a} OR (t.created_at = {b} AND t.tracking_id < {c}))")
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    return (
+        f"SELECT {T_COLUMNS} FROM trackings t{clause}"
+        f" ORDER BY t.created_at DESC, t.tracking_id DESC LIMIT {param()}"
+    )
+
+
+# Up to $2 settled terminal trackings (their events and deliveries follow through ON
+# DELETE CASCADE) and up to $2 settled operational events, by age; returns how many.
+PRUNE = (
+    "WITH doomed AS (SELECT tracking_id FROM trackings t"
+    " WHERE state = 'terminal' AND terminal_at < $1"
+    " AND NOT EXISTS (SELECT 1 FROM events e JOIN deliveries d ON d.event_seq = e.seq"
+    "   WHERE e.tracking_id = t.tracking_id AND d.state = 'pending')"
+    " ORDER BY terminal_at LIMIT $2 FOR UPDATE SKIP LOCKED),"
+    " gone AS (DELETE FROM trackings WHERE tracking_id IN (SELECT tracking_id FROM doomed)"
+    "   RETURNING 1),"
+    " ops AS (SELECT seq FROM events e WHERE tracking_id IS NULL AND time < $1"
+    " AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = e.seq"
+    "   AND d.state = 'pending')"
+    " ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED),"
+    " ops_gone AS (DELETE FROM events WHERE seq IN (SELECT seq FROM ops) RETURNING 1)"
+    " SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM ops_gone)"
+)
+
+# -- leases ---------------------------------------------------------------------------------
+
+# Active rows whose lease ran out (or was released), soonest due first; rows another
+# replica is claiming at this moment are skipped, not waited for.
+CLAIM = (
+    "WITH picked AS (SELECT tracking_id, lease_owner AS prev FROM trackings"
+    f" WHERE state = 'active' AND lease_until < {NOW}"
+    " ORDER BY next_poll_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
+    f" UPDATE trackings t SET lease_owner = $1, lease_until = {NOW} + $3,"
+    " lease_token = nextval('lease_tokens')"
+    " FROM picked WHERE t.tracking_id = picked.tracking_id"
+    f" RETURNING {T_COLUMNS_ACTIVE}, t.lease_token, picked.prev"
+)
+_HELD = (
+    "WITH b AS (SELECT * FROM unnest($1::text[], $2::bigint[]) AS b(id, tok)),"
+    " locked AS (SELECT t.tracking_id FROM trackings t"
+    "   JOIN b ON t.tracking_id = b.id AND t.lease_token = b.tok"
+    "   ORDER BY t.tracking_id FOR NO KEY UPDATE OF t)"
+)
+RENEW = (
+    f"{_HELD} UPDATE trackings t SET lease_until = {NOW} + $3 FROM b"
+    " WHERE t.tracking_id = b.id AND t.lease_token = b.tok"
+    " AND t.tracking_id IN (SELECT tracking_id FROM locked)"
+    f" AND t.state = 'active' AND t.lease_until >= {NOW} RETURNING t.tracking_id"
+)
+RELEASE = (
+    f"{_HELD} UPDATE trackings t SET lease_owner = NULL, lease_until = 0 FROM b"
+    " WHERE t.tracking_id = b.id AND t.lease_token = b.tok"
+    " AND t.tracking_id IN (SELECT tracking_id FROM locked) AND t.state = 'active'"
+)
+# At start-up: whatever an earlier process of the same replica id still held.
+RELEASE_OWNER = (
+    "UPDATE trackings SET lease_owner = NULL, lease_until = 0"
+    " WHERE lease_owner = $1 AND state = 'active'"
+)
+HEARTBEAT = (
+    "INSERT INTO replicas (replica_id, started_at, seen_at, leases)"
+    f" VALUES ($1, {NOW}, {NOW}, $2)"
+    f" ON CONFLICT (replica_id) DO UPDATE SET seen_at = {NOW}, leases = $2"
+)
+LIVE_REPLICAS = f"SELECT replica_id FROM replicas WHERE seen_at >= {NOW} - $1 ORDER BY replica_id"
+FORGET_REPLICAS = f"DELETE FROM replicas WHERE replica_id = $1 OR seen_at < {NOW} - 86400"
+NOTIFY = "SELECT pg_notify($1, $2)"
+
+# -- events ---------------------------------------------------------------------------------
+
+LOCK_EVENTS = f"SELECT pg_advisory_xact_lock({EVENTS_LOCK_KEY})"
+INSERT_EVENT = (
+    "INSERT INTO events (event_id, tracking_id, type, time, payload, terminal, sink)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING seq"
+)
+INSERT_DELIVERIES = (
+    "INSERT INTO deliveries (event_seq, destination, url, state, attempts, next_attempt_at,"
+    " created_at) SELECT $1, d.dest, d.url, 'pending', 0, $2, $2"
+    " FROM unnest($3::text[], $4::text[]) AS d(dest, url)"
+)
+RAISE_SEQ_HIGH = "UPDATE event_seq_high SET seq = greatest(seq, $1) WHERE id = 1"
+EVENTS_AFTER = f"SELECT {EVENT_COLUMNS} FROM events WHERE seq > $1 ORDER BY seq LIMIT $2"
+LAST_EVENT_SEQ = "SELECT seq FROM event_seq_high WHERE id = 1"
+
+# -- deliveries -----------------------------------------------------------------------------
+
+_DELIVERY_FROM = "FROM deliveries d JOIN events e ON e.seq = d.event_seq"
+# Oldest first; a delivery another replica is claiming is skipped, not waited for.
+CLAIM_DELIVERIES = (
+    "WITH due AS (SELECT delivery_id, next_attempt_at AS was FROM deliveries"
+    " WHERE destination = $1 AND state = 'pending' AND next_attempt_at <= $2"
+    " ORDER BY next_attempt_at, delivery_id LIMIT $3 FOR UPDATE SKIP LOCKED),"
+    " leased AS (UPDATE deliveries d SET next_attempt_at = $4 FROM due"
+    "   WHERE d.delivery_id = due.delivery_id RETURNING d.*, due.was)"
+    f" SELECT {DELIVERY_COLUMNS} FROM leased d JOIN events e ON e.seq = d.event_seq"
+    " ORDER BY d.was, d.delivery_id"
+)
+DELIVERY_BY_ID = f"SELECT {DELIVERY_COLUMNS} {_DELIVERY_FROM} WHERE d.delivery_id = $1"
+DELIVERIES_BY_STATE = (
+    f"SELECT {DELIVERY_COLUMNS} {_DELIVERY_FROM}"
+    " WHERE d.state = $1 AND d.delivery_id > $2 ORDER BY d.delivery_id LIMIT $3"
+)
+DELIVERIES_ALL = (
+    f"SELECT {DELIVERY_COLUMNS} {_DELIVERY_FROM}"
+    " WHERE d.delivery_id > $1 ORDER BY d.delivery_id LIMIT $2"
+)
+MARK_DELIVERED = (
+    "UPDATE deliveries SET state = 'delivered', attempts = attempts + 1, delivered_at = $1,"
+    " last_status = $2, last_error = NULL WHERE delivery_id = $3 AND state != 'delivered'"
+)
+MARK_RETRY = (
+    "UPDATE deliveries SET attempts = attempts + 1, next_attempt_at = $1, last_status = $2,"
+    " last_error = $3 WHERE delivery_id = $4 AND state = 'pending'"
+)
+MARK_DEAD = (
+    "UPDATE deliveries SET state = 'dead', attempts = attempts + 1, next_attempt_at = $1,"
+    " last_status = $2, last_error = $3 WHERE delivery_id = $4 AND state = 'pending'"
+)
+REDRIVE_DELIVERY = (
+    "UPDATE deliveries SET state = 'pending', next_attempt_at = $1"
+    " WHERE delivery_id = $2 AND state = 'dead'"
+)
+REPLAY_DELIVERIES = (
+    "INSERT INTO deliveries (event_seq, destination, url, state, attempts, next_attempt_at,"
+    " created_at) SELECT seq, $1, NULL, 'pending', 0, $2, $2 FROM events"
+    " WHERE seq > $3 AND seq <= $4 AND time >= $5 AND time <= $6"
+    " AND (sink IS NULL OR sink <> $1)"  # never an operational event about $1 itself
+    " ON CONFLICT (event_seq, destination) DO UPDATE SET state = 'pending', attempts = 0,"
+    " next_attempt_at = excluded.next_attempt_at, last_status = NULL, last_error = NULL,"
+    " delivered_at = NULL"
+)
+PENDING_DESTINATIONS = (
+    "SELECT DISTINCT destination FROM deliveries WHERE state = 'pending' ORDER BY destination"
+)
+PENDING_COUNTS = (
+    "SELECT destination, count(*) FROM deliveries WHERE state = 'pending' GROUP BY destination"
+)
+
+# -- sinks ----------------------------------------------------------------------------------
+
+DISABLE_SINK = (
+    "INSERT INTO disabled_sinks (destination, since, reason) VALUES ($1, $2, $3)"
+    " ON CONFLICT (destination) DO NOTHING"
+)
+ENABLE_SINK = "DELETE FROM disabled_sinks WHERE destination = $1"
+DISABLED_SINKS = "SELECT destination, since, reason FROM disabled_sinks ORDER BY destination"
+
+# -- adaptive polling's work classes ---------------------------------------------------------
+
+SAVE_WORK_CLASSES = (
+    "INSERT INTO work_classes (workspace, kind, work_class, summary, updated_at)"
+    " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::float8[])"
+    " ON CONFLICT (workspace, kind, work_class)"
+    " DO UPDATE SET summary = excluded.summary, updated_at = excluded.updated_at"
+)
+FORGET_WORK_CLASSES = (
+    "DELETE FROM work_classes WHERE (workspace, kind, work_class) IN"
+    " (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))"
+)
+WORK_CLASSES = "SELECT workspace, kind, work_class, summary, updated_at FROM work_classes"

@@ -1,0 +1,337 @@
+"""The PostgreSQL store: several ``orchestrator serve`` replicas on one database.
+
+Work is shared with no coordinator of our own. Each active tracking carries a
+lease (owner, expiry by the database's clock, fencing token): the replica that
+accepted a tracking holds it first; a replica claims trackings whose lease ran
+out (``FOR UPDATE SKIP LOCKED``, so claimers never wait for each other) and
+renews what it holds. Poll results and terminal writes carry the token and the
+statements refuse them once the lease has passed or moved (``_pg_writes.py``).
+A unique index allows one terminal event per tracking whatever happens, and
+event seqs are assigned under an advisory lock so that seq order is commit
+order. Deliveries are claimed with ``SKIP LOCKED`` too.
+
+asyncpg (not a thread-backed driver): it is asyncio-native, speaks the binary
+protocol, and caches prepared statements per connection, which keeps a poll
+batch to one round trip of an already planned statement.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from orchestrator.store import _pg_writes as writes
+from orchestrator.store import _rows
+from orchestrator.store import pg_queries as q
+from orchestrator.store._paging import clamp_limit, decode_cursor, encode_cursor
+from orchestrator.store._pg_pool import Pool, migrate, redacted
+from orchestrator.store.base import (
+    Claimed,
+    Delivery,
+    DeliveryState,
+    DisabledSink,
+    EventRecord,
+    Finish,
+    NewEvent,
+    NewTracking,
+    PollUpdate,
+    ReplaySpan,
+    Tracking,
+    TrackingQuery,
+    WorkClassSummary,
+)
+
+
+def _count(status: str) -> int:
+    """The row count of a command tag such as ``UPDATE 3`` or ``INSERT 0 5``."""
+    return int(status.rsplit(" ", 1)[-1])
+
+
+class PostgresStore:
+    shares_work = True
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        replica_id: str,
+        password: str | None = None,
+        pool_size: int = 10,
+        lease_timeout_s: float = 30.0,
+    ) -> None:
+        self.dsn = dsn
+        self.replica_id = replica_id
+        self.lease_timeout_s = lease_timeout_s
+        self._pool = Pool(dsn, password, pool_size, f"orchestrator {replica_id}")
+        self.book = writes.LeaseBook()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({redacted(self.dsn)!r}, replica_id={self.replica_id!r})"
+
+    @property
+    def connect_kwargs(self) -> dict[str, Any]:
+        """How to open a connection of our own (the listener's)."""
+        return self._pool.connect_kwargs()
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def open(self) -> None:
+        await self._pool.open()
+        try:
+            async with self._pool.connection("cannot migrate", transaction=False) as conn:
+                await migrate(conn)
+                # Leases an earlier process under the same replica id left behind.
+                await conn.execute(q.RELEASE_OWNER, self.replica_id)
+        except BaseException:
+            await self._pool.close()
+            raise
+
+    async def close(self) -> None:
+        if self._pool.is_open:
+            try:
+                async with self._pool.connection("leaving", transaction=False) as conn:
+                    await conn.execute(q.FORGET_REPLICAS, self.replica_id)
+            except Exception:
+                pass  # the database is gone: our heartbeat simply stops
+        await self._pool.close()
+
+    def stats(self) -> dict[str, int]:
+        return {"leases": len(self.book)}
+
+    async def _fetch(self, sql: str, *args: Any) -> list[Any]:
+        async with self._pool.connection("store read failed", transaction=False) as conn:
+            return list(await conn.fetch(sql, *args))
+
+    async def _execute(self, sql: str, *args: Any) -> str:
+        async with self._pool.connection("store write failed", transaction=False) as conn:
+            return str(await conn.execute(sql, *args))
+
+    async def check_writable(self) -> bool:
+        try:
+            await self._execute(q.PROBE_WRITE)
+        except Exception:
+            return False
+        return True
+
+    # -- trackings ----------------------------------------------------------------------
+
+    async def create_trackings(self, items: Sequence[NewTracking]) -> list[tuple[Tracking, bool]]:
+        if not items:
+            return []
+        async with self._pool.connection("intake not stored", transaction=True) as conn:
+            out, leases = await writes.create_trackings(
+                conn, items, self.replica_id, self.lease_timeout_s, self.book
+            )
+        for tracking_id, token in leases.items():
+            self.book.hold(tracking_id, token)
+        return out
+
+    async def record_polls(self, updates: Sequence[PollUpdate]) -> None:
+        if updates:
+            async with self._pool.connection("poll results not stored", transaction=True) as c:
+                await writes.record_polls(c, updates, self.book)
+
+    async def finish(self, items: Sequence[Finish]) -> list[bool]:
+        if not items:
+            return []
+        async with self._pool.connection("terminal state not stored", transaction=True) as c:
+            done = await writes.finish(c, items, self.book)
+        # Ended, or refused because the lease moved: this replica holds it no more.
+        self.book.drop([item.tracking_id for item in items])
+        return done
+
+    async def get_tracking(self, tracking_id: str) -> Tracking | None:
+        rows = await self._fetch(q.TRACKING_BY_ID, tracking_id)
+        return _rows.tracking(rows[0]) if rows else None
+
+    async def load_active(
+        self, after: str | None = None, limit: int | None = None
+    ) -> list[Tracking]:
+        rows = await self._fetch(q.ACTIVE_TRACKINGS, after or "", limit)
+        return [_rows.tracking(row) for row in rows]
+
+    async def active_counts(self) -> dict[str, int]:
+        return {str(ws): int(n) for ws, n in await self._fetch(q.ACTIVE_COUNTS)}
+
+    async def list_trackings(self, query: TrackingQuery) -> tuple[list[Tracking], str | None]:
+        limit = clamp_limit(query.limit)
+        params: list[Any] = [
+            value
+            for value in (query.state, query.kind, query.outcome, query.workspace)
+            if value is not None
+        ]
+        for pair in sorted(query.labels.items()):
+            params.extend(pair)
+        if query.cursor is not None:
+            created_at, tracking_id = decode_cursor(query.cursor, (float, str))
+            params.extend((created_at, created_at, tracking_id))
+        sql = q.list_trackings(
+            state=query.state is not None,
+            kind=query.kind is not None,
+            outcome=query.outcome is not None,
+            workspace=query.workspace is not None,
+            labels=len(query.labels),
+            after=query.cursor is not None,
+        )
+        rows = await self._fetch(sql, *params, limit + 1)
+        items = [_rows.tracking(row) for row in rows[:limit]]
+        more = len(rows) > limit
+        return items, encode_cursor(items[-1].created_at, items[-1].tracking_id) if more else None
+
+    async def prune(self, before: float, batch: int) -> int:
+        rows = await self._fetch(q.PRUNE, before, max(0, batch))
+        return int(rows[0][0])
+
+    # -- leases -------------------------------------------------------------------------
+
+    async def claim_trackings(self, limit: int) -> Claimed:
+        if limit <= 0:
+            return Claimed()
+        async with self._pool.connection("claim failed", transaction=False) as conn:
+            rows = await conn.fetch(q.CLAIM, self.replica_id, limit, self.lease_timeout_s)
+        claimed = Claimed()
+        for row in rows:
+            token, previous = row[q.CLAIM_TOKEN], row[q.CLAIM_TOKEN + 1]
+            self.book.hold(row[0], int(token))
+            claimed.trackings.append(_rows.tracking(row))
+            if previous is not None and previous != self.replica_id:
+                claimed.takeovers += 1
+        claimed.trackings.sort(key=lambda t: t.tracking_id)
+        return claimed
+
+    async def renew_leases(self) -> list[str]:
+        ids, tokens = self.book.arrays()
+        if not ids:
+            return []
+        async with self._pool.connection("renewal failed", transaction=False) as conn:
+            rows = await conn.fetch(q.RENEW, ids, tokens, self.lease_timeout_s)
+        renewed = {row[0] for row in rows}
+        lost = [t for t in ids if t not in renewed]
+        self.book.drop(lost)
+        return lost
+
+    async def release_leases(self, tracking_ids: Sequence[str] | None = None) -> None:
+        ids, tokens = self.book.arrays(tracking_ids)
+        if not ids:
+            return
+        self.book.drop(ids)  # given up whatever the database says: never written again
+        async with self._pool.connection("release failed", transaction=True) as conn:
+            await conn.execute(q.RELEASE, ids, tokens)
+            await conn.execute(q.NOTIFY, q.CHANNEL, "work")
+
+    def forget_leases(self) -> None:
+        self.book.tokens.clear()
+
+    async def heartbeat(self, leases: int) -> list[str]:
+        async with self._pool.connection("heartbeat failed", transaction=False) as conn:
+            await conn.execute(q.HEARTBEAT, self.replica_id, leases)
+            rows = await conn.fetch(q.LIVE_REPLICAS, self.lease_timeout_s)
+        return [str(row[0]) for row in rows]
+
+    async def notify_work(self) -> None:
+        """Tell idle replicas that there is work to claim."""
+        await self._execute(q.NOTIFY, q.CHANNEL, "work")
+
+    # -- events and deliveries ----------------------------------------------------------
+
+    async def events_after(self, after_seq: int, limit: int) -> list[EventRecord]:
+        rows = await self._fetch(q.EVENTS_AFTER, after_seq, max(0, limit))
+        return [_rows.event(row) for row in rows]
+
+    async def last_event_seq(self) -> int:
+        rows = await self._fetch(q.LAST_EVENT_SEQ)
+        return int(rows[0][0]) if rows else 0
+
+    async def claim_deliveries(
+        self, destination: str, now: float, limit: int, lease_s: float
+    ) -> list[Delivery]:
+        if limit <= 0:
+            return []
+        rows = await self._fetch(q.CLAIM_DELIVERIES, destination, now, limit, now + lease_s)
+        return [_rows.delivery(row) for row in rows]
+
+    async def pending_destinations(self) -> list[str]:
+        return [row[0] for row in await self._fetch(q.PENDING_DESTINATIONS)]
+
+    async def outbox_pending_counts(self) -> dict[str, int]:
+        return {row[0]: int(row[1]) for row in await self._fetch(q.PENDING_COUNTS)}
+
+    async def mark_delivered(self, delivery_id: int, at: float, status: int) -> None:
+        await self._execute(q.MARK_DELIVERED, at, status, delivery_id)
+
+    async def mark_retry(
+        self, delivery_id: int, next_attempt_at: float, status: int | None, error: str
+    ) -> None:
+        await self._execute(q.MARK_RETRY, next_attempt_at, status, error, delivery_id)
+
+    async def mark_dead(self, delivery_id: int, at: float, status: int | None, error: str) -> None:
+        await self._execute(q.MARK_DEAD, at, status, error, delivery_id)
+
+    async def get_delivery(self, delivery_id: int) -> Delivery | None:
+        rows = await self._fetch(q.DELIVERY_BY_ID, delivery_id)
+        return _rows.delivery(rows[0]) if rows else None
+
+    async def list_deliveries(
+        self, state: DeliveryState | None, limit: int, cursor: str | None
+    ) -> tuple[list[Delivery], str | None]:
+        size = clamp_limit(limit)
+        after = decode_cursor(cursor, (int,))[0] if cursor is not None else 0
+        if state is None:
+            rows = await self._fetch(q.DELIVERIES_ALL, after, size + 1)
+        else:
+            rows = await self._fetch(q.DELIVERIES_BY_STATE, state, after, size + 1)
+        items = [_rows.delivery(row) for row in rows[:size]]
+        return items, encode_cursor(items[-1].delivery_id) if len(rows) > size else None
+
+    async def redrive_delivery(self, delivery_id: int, now: float) -> Delivery | None:
+        if not _count(await self._execute(q.REDRIVE_DELIVERY, now, delivery_id)):
+            return None
+        return await self.get_delivery(delivery_id)
+
+    async def replay_deliveries(self, destination: str, span: ReplaySpan, now: float) -> int:
+        until_seq = min(span.until_seq, 2**62)
+        since = span.since if math.isfinite(span.since) else -1e308
+        until = span.until if math.isfinite(span.until) else 1e308
+        status = await self._execute(
+            q.REPLAY_DELIVERIES, destination, now, span.after_seq, until_seq, since, until
+        )
+        return _count(status)
+
+    # -- sinks --------------------------------------------------------------------------
+
+    async def disable_sink(self, sink: DisabledSink, event: NewEvent) -> bool:
+        async with self._pool.connection("sink state not stored", transaction=True) as conn:
+            return await writes.disable_sink(conn, sink, event)
+
+    async def enable_sink(self, destination: str, event: NewEvent) -> bool:
+        async with self._pool.connection("sink state not stored", transaction=True) as conn:
+            return await writes.enable_sink(conn, destination, event)
+
+    async def save_work_classes(
+        self, items: Sequence[WorkClassSummary], forget: Sequence[tuple[str, str, str]] = ()
+    ) -> None:
+        if not items and not forget:
+            return
+        async with self._pool.connection("work classes not stored", transaction=True) as conn:
+            if items:
+                columns = (
+                    [i.workspace for i in items], [i.kind for i in items],
+                    [i.work_class for i in items], [_rows.dump(i.summary) for i in items],
+                    [i.updated_at for i in items],
+                )  # fmt: skip
+                await conn.execute(q.SAVE_WORK_CLASSES, *columns)
+            if forget:
+                keys = [k[0] for k in forget], [k[1] for k in forget], [k[2] for k in forget]
+                await conn.execute(q.FORGET_WORK_CLASSES, *keys)
+
+    async def load_work_classes(self) -> list[WorkClassSummary]:
+        rows = await self._fetch(q.WORK_CLASSES)
+        return [
+            WorkClassSummary(str(r[0]), str(r[1]), str(r[2]), _rows.load(r[3]), float(r[4]))
+            for r in rows
+        ]
+
+    async def disabled_sinks(self) -> list[DisabledSink]:
+        rows = await self._fetch(q.DISABLED_SINKS)
+        return [DisabledSink(str(r[0]), float(r[1]), str(r[2])) for r in rows]
