@@ -353,6 +353,14 @@ async def first_reads_done(session: aiohttp.ClientSession, serve: Serve) -> floa
     return time.time() - serve.started_at
 
 
+async def writes_done(session: aiohttp.ClientSession, serve: Serve) -> float:
+    """Seconds from process start until the engine's writes have all reached the store."""
+    async with asyncio.timeout(600):
+        while (await scrape(session, serve.url))["write_backlog"] > 0:
+            await asyncio.sleep(0.25)
+    return time.time() - serve.started_at
+
+
 async def restart(session: aiohttp.ClientSession, serve: Serve, rate: float) -> dict[str, float]:
     """From process start to every resumed tracking read once, and the peak request rate meanwhile."""
     serve.spawn()
@@ -445,6 +453,9 @@ async def throughput(
     # body) is a one-off, measured by the restart phase; saturation is what
     # the service sustains afterwards, as the baseline's reads are.
     report["saturation_first_reads_s"] = await first_reads_done(session, serve)
+    # ... and the first bodies those reads stored are written too: a writer still
+    # catching up would be counted against the saturated reads.
+    report["saturation_writes_done_s"] = await writes_done(session, serve)
     await asyncio.sleep(p.warmup_s)
     report.update(await side_by_side(session, serve, sim, ids, p, workdir))
     serve.kill()  # SIGKILL: the restart below resumes from whatever was committed

@@ -218,6 +218,7 @@ async def scrape(session: aiohttp.ClientSession, base: str) -> dict[str, Any]:
     polls = 0.0
     polls_ok = 0.0
     resume_pending = 0.0
+    write_backlog = 0.0
     buckets: dict[float, float] = {}
     for line in text.splitlines():
         if line.startswith("orchestrator_polls_total{"):
@@ -227,6 +228,8 @@ async def scrape(session: aiohttp.ClientSession, base: str) -> dict[str, Any]:
                 polls_ok += value
         elif line.startswith("orchestrator_resume_pending{"):
             resume_pending += float(line.rsplit(" ", 1)[1])
+        elif line.startswith("orchestrator_write_backlog "):
+            write_backlog = float(line.rsplit(" ", 1)[1])
         elif line.startswith("orchestrator_poll_lateness_seconds_bucket{"):
             le = line.split('le="', 1)[1].split('"', 1)[0]
             bound = float("inf") if le == "+Inf" else float(le)
@@ -235,6 +238,7 @@ async def scrape(session: aiohttp.ClientSession, base: str) -> dict[str, Any]:
         "polls": polls,
         "polls_ok": polls_ok,
         "resume_pending": resume_pending,
+        "write_backlog": write_backlog,
         "lateness": buckets,
     }
 

@@ -116,6 +116,7 @@ def table(r: dict[str, Any]) -> str:
         ("baseline_turns_spread", "  slowest / fastest of its turns, polls/s"),
         ("saturation_ready_s", "saturated service: start to ready, s"),
         ("saturation_first_reads_s", "  start to every tracking read once, s"),
+        ("saturation_writes_done_s", "  start to every first body stored, s"),
         ("orchestrator_polls_per_s", "orchestrator at saturation, polls/s (median turn)"),
         ("ratio", "ratio, median of the paired turns (target >= 0.8)"),
         ("ratio_totals", "  over all turns' totals"),

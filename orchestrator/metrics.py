@@ -138,6 +138,12 @@ class Metrics:
             ["workspace", "route"],
             registry=r,
         )
+        self.write_backlog = Gauge(
+            "orchestrator_write_backlog",
+            "Poll results, read-backs and terminal writes the engine has sent to the store"
+            " and the store has not taken yet.",
+            registry=r,
+        )
         self.resume_pending = Gauge(
             "orchestrator_resume_pending",
             "Trackings resumed at start-up that have not been read yet by this process.",

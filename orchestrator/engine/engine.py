@@ -67,6 +67,7 @@ class Engine:
         self.entries: dict[str, Entry] = {}
         self.writer = EngineWriter(store, bus, settings.store.max_batch)
         self.probes = PollMetrics(metrics)
+        metrics.write_backlog.set_function(lambda: self.writer.backlog)
         self.finisher = Finisher(self.writer, events, self.probes, clock, self)
         self.schedulers = {
             name: WorkspaceScheduler(

@@ -63,10 +63,12 @@ class EngineWriter:
         self._max_batch = max(1, max_batch)
         self._send, self._receive = anyio.create_memory_object_stream[_Item](math.inf)
         self._failed: list[PollUpdate] = []  # not stored yet: written before anything else
+        self._writing = 0
 
     @property
     def backlog(self) -> int:
-        return self._send.statistics().current_buffer_used + len(self._failed)
+        """Sent and not yet stored: waiting in the stream, being written, or failed."""
+        return self._send.statistics().current_buffer_used + self._writing + len(self._failed)
 
     def add(self, update: PollUpdate) -> None:
         self._send.send_nowait(update)
@@ -122,7 +124,12 @@ class EngineWriter:
                         batch.append(self._receive.receive_nowait())
                     except (anyio.WouldBlock, anyio.EndOfStream):
                         break
-                if not await self._write(batch):
+                self._writing = len(batch)
+                try:
+                    ok = await self._write(batch)
+                finally:
+                    self._writing = 0
+                if not ok:
                     await anyio.sleep(RETRY_S)
         if self._failed and not await self._write([]):
             log.error(

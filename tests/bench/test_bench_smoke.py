@@ -27,6 +27,7 @@ POSITIVE = (
     "restart_to_ready_s",
     "saturation_ready_s",
     "saturation_first_reads_s",
+    "saturation_writes_done_s",
     "restart_to_polling_s",
     "restart_peak_polls_per_s",
     "event_latency_p50_s",
