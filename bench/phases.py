@@ -59,6 +59,9 @@ PROFILES = {
     "smoke": Params("smoke", 300, 60, 16, 0.5, 1.0, 1.0, 1000, 40, 0.2),
     "quick": Params("quick", 10_000, 1_500, 64, 1.0, 4.0, 4.0, 5_000, 400, 0.5),
     "full": Params("full", 100_000, 5_000, 64, 2.0, 10.0, 15.0, 12_000, 2_000, 1.0),
+    # bench/replicas_phase.py: 1, 2 and 3 replicas on one PostgreSQL, beside SQLite. 3,000:
+    # at 10,000 handed to one saturated replica its lease renewal hung (see performance.md).
+    "replicas": Params("replicas", 3_000, 0, 64, 1.0, 6.0, 8.0, 5_000, 400, 0.5),
 }
 
 
