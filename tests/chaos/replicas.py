@@ -40,6 +40,7 @@ from tests.chaos.harness import (
     Plan,
     Secrets,
     Sink,
+    fault_hits,
     metric_sum,
     scripted_plan,
     set_faults,
@@ -298,6 +299,7 @@ async def run_replica_chaos(
             for i in range(1, options.replicas):
                 feeds_differ += int(await fleet.client(i).events() != events)
             metrics = [await fleet.client(i).metrics() for i in range(options.replicas)]
+            hits = await fault_hits(session, sim.url)
             for replica in replicas:
                 assert replica.terminate() == 0, replica.tail()
         check(report, plan.truth, acknowledged, trackings, events, sink.terminal_ids(),
@@ -305,7 +307,7 @@ async def run_replica_chaos(
         handovers, close, examples = overlapping_reads(sim.state.log, plan.truth)
         report.examples += examples
         report.kills_survived = sum(fleet.done.values())
-        report.faults_injected = dict(fleet.done)
+        report.faults_injected = {**dict(fleet.done), **hits}
         report.bad_signatures = sink.bad_signatures
         report.sink_refusals = sink.refused
         logs = "".join(r.tail(10**9) for r in replicas)
