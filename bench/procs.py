@@ -131,19 +131,27 @@ def serve_config(
     max_in_flight: int,
     rate: float,
     sink_url: str | None = None,
+    replica: dict[str, Any] | None = None,
 ) -> Path:
+    """``replica`` (``url``, ``replica_id``, ``lease_timeout_s``, ``stall_lag_s``)
+    puts the service on a shared PostgreSQL store instead of ``db``."""
+    store = [f'path = "{db}"']
+    server: list[str] = []
+    pol = dict(polling)
+    if replica is not None:
+        store = [f'url = "{replica["url"]}"', f"lease_timeout_s = {replica['lease_timeout_s']}"]
+        server = [f'replica_id = "{replica["replica_id"]}"']
+        pol["stall_lag_s"] = replica["stall_lag_s"]
     lines = [
         "[server]",
         f'listen = "127.0.0.1:{port}"',
         "allow_unauthenticated = true",
         "shutdown_grace_s = 5",
+        *server,
         "[store]",
-        f'path = "{db}"',
+        *store,
         "[polling]",
-        *(
-            f"{k} = {str(v).lower() if isinstance(v, bool) else repr(v)}"
-            for k, v in polling.items()
-        ),
+        *(f"{k} = {str(v).lower() if isinstance(v, bool) else repr(v)}" for k, v in pol.items()),
         "max_deadline_s = 604800",
         "[logging]",
         'format = "json"',

@@ -3,7 +3,9 @@
     python bench/run.py --profile quick --out report.json
 
 Profiles: ``smoke`` (300 trackings, seconds, for the test suite), ``quick``
-(10,000, under a minute), ``full`` (100,000, a few minutes). Every process is
+(10,000, under a minute), ``full`` (100,000, a few minutes), ``replicas``
+(1, 2 and 3 replicas on a PostgreSQL cluster it starts, against SQLite: see
+bench/replicas_phase.py; not run in CI). Every process is
 real: the simulator, the baseline loop and each ``orchestrator serve`` run in
 their own processes; the sink runs in this one. docs/performance.md says how
 each figure is measured; bench/runs.csv holds the recorded runs, one row each.
@@ -35,6 +37,7 @@ from bench.adaptive_phase import adaptive
 from bench.events_phase import events
 from bench.phases import PROFILES, Params, bulk_jobs, throughput
 from bench.procs import REPO, Simulator, kill_spawned
+from bench.replicas_phase import replicas_profile, replicas_table
 
 TARGETS: list[tuple[str, str, str]] = [
     ("ratio", ">=", "0.8"),
@@ -66,6 +69,10 @@ async def bench(p: Params, workdir: Path) -> dict[str, Any]:
             mark = time.monotonic()
             ids = await bulk_jobs(session, sim.url, p.trackings)
             phases["setup"], mark = time.monotonic() - mark, time.monotonic()
+            if p.name == "replicas":
+                report.update(await replicas_profile(session, sim, ids, p, workdir))
+                report["elapsed_s"] = time.monotonic() - started
+                return report
             report.update(await throughput(session, sim, ids, p, workdir))
             phases["orchestrator"], mark = time.monotonic() - mark, time.monotonic()
             report.update(await events(session, sim, p, workdir))
@@ -200,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         args.out.write_bytes(
             orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
         )
-    print(table(report))
+    print(replicas_table(report) if args.profile == "replicas" else table(report))
     if args.record is not None:
         commit = subprocess.run(
             ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],

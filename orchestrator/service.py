@@ -151,7 +151,9 @@ class Service:
         engine_task: asyncio.Task[None] | None = None
         try:
             clients = {
-                w.name: workspace_client(w, session, os.environ.get(w.token_env) or None, clock)
+                w.name: workspace_client(
+                    w, session, os.environ.get(w.token_env) or None, clock, replica_id(s)
+                )
                 for w in s.workspaces
             }
             engine = Engine(s, store, clock, metrics, bus, EventFactory(s.events), clients)

@@ -4,6 +4,7 @@
 #   scripts/pg-cluster.sh start DIR [PORT]   initdb in DIR/data, start, print the DSN
 #   scripts/pg-cluster.sh stop DIR           stop it (fast shutdown); DIR is left to the caller
 #   scripts/pg-cluster.sh restart DIR        stop and start again, same port and data
+#   scripts/pg-cluster.sh up DIR             start a stopped cluster again, same port and data
 #
 # initdb refuses to run as root, so under root (CI) the cluster belongs to the
 # `postgres` user that Debian's package creates. Trust authentication on
@@ -20,8 +21,8 @@ as_owner() {
     if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
-cmd="${1:?usage: pg-cluster.sh start|stop|restart DIR [PORT]}"
-dir="$(realpath -m "${2:?usage: pg-cluster.sh start|stop|restart DIR [PORT]}")"
+cmd="${1:?usage: pg-cluster.sh start|stop|restart|up DIR [PORT]}"
+dir="$(realpath -m "${2:?usage: pg-cluster.sh start|stop|restart|up DIR [PORT]}")"
 
 start_server() {
     local port
@@ -51,6 +52,9 @@ stop)
     ;;
 restart)
     as_owner "$bindir/pg_ctl" -D "$dir/data" -m fast -w -t 60 stop >/dev/null
+    start_server
+    ;;
+up)
     start_server
     ;;
 *)

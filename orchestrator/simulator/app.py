@@ -24,6 +24,7 @@ from orchestrator.simulator.keys import SIM_ID, STATE, STATE_PATH
 from orchestrator.simulator.openapi import build_document
 from orchestrator.simulator.present import json_response, problem
 from orchestrator.simulator.profiles import Profile, builtin_profiles
+from orchestrator.simulator.reqlog import REPLICA_HEADER
 from orchestrator.simulator.state import Refused, SimState
 
 _ID_KEYS = ("jobId", "buildId", "scheduleId", "functionId", "actionId", "entityId")
@@ -92,7 +93,10 @@ async def simulator_middleware(request: web.Request, handler: Handler) -> web.St
             elif rule.fault == "reset":
                 st.log.count(group, 0)
                 if st.log.enabled:
-                    st.log.record(rid, now, request.method, request.path_qs, group, 0)
+                    st.log.record(
+                        rid, now, request.method, request.path_qs, group, 0,
+                        request.headers.get(REPLICA_HEADER),
+                    )  # fmt: skip
                 if request.transport is not None:
                     request.transport.abort()
                 raise asyncio.CancelledError  # nothing is answered on a dead connection
@@ -110,7 +114,10 @@ async def simulator_middleware(request: web.Request, handler: Handler) -> web.St
     st.log.count(group, response.status)
     if st.log.enabled:
         rid = request.get(SIM_ID, rid)
-        st.log.record(rid, now, request.method, request.path_qs, group, response.status)
+        st.log.record(
+            rid, now, request.method, request.path_qs, group, response.status,
+            request.headers.get(REPLICA_HEADER),
+        )  # fmt: skip
     return response
 
 

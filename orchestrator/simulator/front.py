@@ -26,6 +26,7 @@ from typing import cast
 import aiohttp
 
 from orchestrator.simulator.model import Build, Job
+from orchestrator.simulator.reqlog import REPLICA_HEADER
 from orchestrator.simulator.routes_runtime import PROJECTS, status_body
 from orchestrator.simulator.state import SimState
 
@@ -40,6 +41,7 @@ _NOT_PLAIN = (
     b"\r\nupgrade:",
     b"\r\nexpect:",
 )
+_REPLICA = b"\r\n" + REPLICA_HEADER.lower().encode() + b":"
 _PYTHON = "{}.{}".format(*sys.version_info[:2])
 _SERVER = f"Python/{_PYTHON} aiohttp/{aiohttp.__version__}".encode()  # aiohttp's own
 
@@ -82,10 +84,16 @@ class Front:
         target = parts[1]
         if b"?" in target or b"%" in target:
             return None
+        replica: str | None = None
         if line_end >= 0:
             lower = head[line_end:].lower()
             if any(h in lower for h in _NOT_PLAIN):
                 return None
+            at = lower.find(_REPLICA)
+            if at >= 0:
+                start = line_end + at + len(_REPLICA)
+                end = head.find(b"\r\n", start)
+                replica = head[start : end if end >= 0 else len(head)].strip().decode("latin-1")
         st = self.state
         if st.faults.rules:
             return None
@@ -121,7 +129,7 @@ class Front:
         st.log.count(route, 200)
         self.answered += 1
         if st.log.enabled:
-            st.log.record(rid_text, now, "GET", target.decode("latin-1"), route, 200)
+            st.log.record(rid_text, now, "GET", target.decode("latin-1"), route, 200, replica)
         return b"".join(
             (
                 b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ",

@@ -1,6 +1,8 @@
 """Per-id request log, one timeline of every request, and per-route counters.
 
-Each is bounded and cheap to append to.
+Each is bounded and cheap to append to. A request that names the replica that
+sent it (``X-Orchestrator-Replica``) is logged with it: which of several
+orchestrator replicas read which job, and when.
 """
 
 from __future__ import annotations
@@ -11,26 +13,37 @@ from typing import Any
 PER_ID = 10_000
 MAX_IDS = 200_000
 TIMELINE = 100_000
+REPLICA_HEADER = "X-Orchestrator-Replica"
+
+_Entry = tuple[float, str, str, str, int, str | None]
 
 
 class RequestLog:
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
-        self._by_id: dict[str, deque[tuple[float, str, str, str, int]]] = {}
+        self._by_id: dict[str, deque[_Entry]] = {}
         self._counts: dict[tuple[str, int], int] = {}
         # Every request but the control API's, in arrival order, whatever it
         # names (list pages name no id): what a rate limit is checked against.
-        self._timeline: deque[tuple[float, str, str, str, int]] = deque(maxlen=TIMELINE)
+        self._timeline: deque[_Entry] = deque(maxlen=TIMELINE)
 
     def count(self, route: str, status: int) -> None:
         key = (route, status)
         self._counts[key] = self._counts.get(key, 0) + 1
 
     def record(
-        self, rid: str | None, t: float, method: str, path: str, route: str, status: int
+        self,
+        rid: str | None,
+        t: float,
+        method: str,
+        path: str,
+        route: str,
+        status: int,
+        replica: str | None = None,
     ) -> None:
+        entry = (t, method, path, route, status, replica)
         if route != "control":
-            self._timeline.append((t, method, path, route, status))
+            self._timeline.append(entry)
         if rid is None:
             return
         entries = self._by_id.get(rid)
@@ -38,12 +51,15 @@ class RequestLog:
             if len(self._by_id) >= MAX_IDS:
                 del self._by_id[next(iter(self._by_id))]  # the oldest id goes first
             entries = self._by_id[rid] = deque(maxlen=PER_ID)
-        entries.append((t, method, path, route, status))
+        entries.append(entry)
 
     def requests(self, rid: str | None) -> list[dict[str, Any]]:
         """The requests naming ``rid``; every request (the timeline) for None."""
         rows = self._timeline if rid is None else self._by_id.get(rid, ())
-        return [{"t": t, "method": m, "path": p, "route": r, "status": s} for t, m, p, r, s in rows]
+        return [
+            {"t": t, "method": m, "path": p, "route": r, "status": s, "replica": who}
+            for t, m, p, r, s, who in rows
+        ]
 
     def stats(self) -> dict[str, Any]:
         routes: dict[str, dict[str, int]] = {}

@@ -3,7 +3,9 @@
 Each request passes the workspace's gate (in-flight slots, rate limit,
 Retry-After) and goes out through the transport; the answer is classified the
 same way whoever asked. Routes always resolve against the workspace's
-configured base URL; nothing from input ever chooses a host.
+configured base URL; nothing from input ever chooses a host. Every request
+names the replica that sends it (``X-Orchestrator-Replica``), so that a
+workspace's logs, and the simulator's, tell replicas apart.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from orchestrator.workspace.transport import AiohttpTransport, Transport, Transp
 
 log = logging.getLogger("orchestrator.workspace")
 
+REPLICA_HEADER = "X-Orchestrator-Replica"
+
 
 class WorkspaceClient:
     def __init__(
@@ -44,6 +48,7 @@ class WorkspaceClient:
         token: str | None,
         gate: WorkspaceGate,
         clock: Clock,
+        replica: str | None = None,
     ) -> None:
         self.cfg = cfg
         self._clock = clock
@@ -54,6 +59,8 @@ class WorkspaceClient:
         self._headers = {"Accept": "application/json"}
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
+        if replica:
+            self._headers[REPLICA_HEADER] = replica
         self._templates = {
             "function_job": cfg.paths.function_job,
             "net_operation_build": cfg.paths.net_operation_build,
@@ -214,7 +221,9 @@ def workspace_client(
     session: aiohttp.ClientSession,
     token: str | None,
     clock: Clock,
+    replica: str | None = None,
 ) -> WorkspaceClient:
-    """A client of ``cfg``'s workspace over aiohttp, behind a gate of its own."""
+    """A client of ``cfg``'s workspace over aiohttp, behind a gate of its own; its
+    requests name ``replica`` when given."""
     gate = WorkspaceGate(cfg.max_requests_per_second, cfg.max_in_flight, clock.monotonic)
-    return WorkspaceClient(cfg, AiohttpTransport(session), token, gate, clock)
+    return WorkspaceClient(cfg, AiohttpTransport(session), token, gate, clock, replica)

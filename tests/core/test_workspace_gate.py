@@ -92,3 +92,25 @@ async def test_rate_limit_and_retry_after_hold_for_every_kind_of_request(
     resumed = {r["route"] for r in after if r["t"] >= blocked_at + RETRY_AFTER_S - 0.05}
     assert "admin" in resumed and "job_status" in resumed, resumed
     assert worst_second([r["t"] for r in log["requests"]]) <= LIMIT
+
+
+async def test_every_workspace_request_names_the_replica(
+    start_service: StartService, sim_url: str
+) -> None:
+    """Status reads and the cancel both carry ``X-Orchestrator-Replica``, as the
+    simulator's request log shows."""
+    api = await start_service(
+        server={"replica_id": "replica-a"},
+        polling={"initial_delay_s": 0.05, "max_delay_s": 0.2},
+    )
+    rid = await api.script("function_job", [{"after_s": 0, "status": "Queued"}])
+    tracking = await api.track(kind="function_job", remote_id=rid)
+    async with asyncio.timeout(20):
+        while not await api.requests_for(rid):
+            await asyncio.sleep(0.05)
+    status, answer = await api.call("POST", f"/v1/trackings/{tracking['tracking_id']}/cancel")
+    assert status == 202, answer
+    await api.wait_terminal(tracking["tracking_id"])
+    logged = await api.requests_for(rid)
+    assert {r["method"] for r in logged} == {"GET", "POST"}
+    assert {r["replica"] for r in logged} == {"replica-a"}

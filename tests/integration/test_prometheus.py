@@ -37,6 +37,8 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from orchestrator.metrics import Metrics
+
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,7 +67,19 @@ MUST_HAVE_DATA = (
     "Outcomes over time",
     "Time to terminal quantiles",
     "Workspace up",
+    # A single replica on SQLite reports these too (its own leases, one peer, store up).
+    "Leases per replica",
+    "Live peers",
+    "Store up",
 )
+# The replicas row: each of contract section 9's metrics, per scraped replica.
+REPLICA_PANELS = {
+    "Leases per replica": "orchestrator_replica_leases",
+    "Live peers": "orchestrator_replica_peers",
+    "Lease takeovers": "orchestrator_lease_takeovers_total",
+    "Store up": "orchestrator_store_up",
+    "Store listener up": "orchestrator_store_listener_up",
+}
 # Of those, the rates must also be non-zero over the evaluated window.
 MUST_BE_NON_ZERO = ("Poll rate by result", "Trackings created", "Outcomes over time")
 
@@ -150,6 +164,32 @@ def test_dashboard_takes_its_datasource_from_a_variable() -> None:
             assert target["datasource"]["uid"] == "${datasource}", panel["title"]
     titles = {title for title, _ in _panel_exprs(dashboard)}
     assert set(MUST_HAVE_DATA) <= titles
+
+
+def test_dashboard_has_a_replicas_row_beside_the_other_rows() -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    panels = dashboard["panels"]
+    rows = [p["title"] for p in panels if p["type"] == "row"]
+    assert rows[:6] == [
+        "Overview",
+        "Polling (rate, errors, duration)",
+        "Saturation",
+        "Trackings",
+        "Events",
+        "Moltaro contract",
+    ]
+    start = next(i for i, p in enumerate(panels) if p["title"].startswith("Replicas"))
+    below = panels[start + 1 :]
+    assert {p["title"] for p in below} == set(REPLICA_PANELS)
+    names = {m.name for m in Metrics().registry.collect()}
+    for panel in below:
+        [target] = panel["targets"]
+        metric = REPLICA_PANELS[panel["title"]]
+        assert metric in target["expr"] and "by (instance)" in target["expr"], panel["title"]
+        assert metric.removesuffix("_total") in names, metric
+    # Nothing overlaps: the new row sits below every earlier panel.
+    bottom = max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in panels[:start])
+    assert panels[start]["gridPos"]["y"] >= bottom
 
 
 def test_grafana_provisioning_files_point_at_the_dashboard() -> None:

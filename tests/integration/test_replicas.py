@@ -23,6 +23,7 @@ import aiohttp
 import asyncpg  # type: ignore[import-untyped]
 import pytest
 
+from orchestrator.engine.replica import VALID_FRACTION
 from orchestrator.simulator import start_simulator
 from tests.pgserver import CLUSTER, DIR_ENV
 from tests.serveproc import ServeProcess, free_port
@@ -31,6 +32,8 @@ pytestmark = pytest.mark.slow
 
 LEASE_TIMEOUT_S = 3
 RATE = 150  # the workspace's limit, for all replicas together
+NAMES = ("r0", "r1", "r2")
+HANDOVER_GAP_S = LEASE_TIMEOUT_S * (1 - VALID_FRACTION) / 2  # see _check_reads
 
 
 def write_config(path: Path, sim_url: str, port: int, name: str) -> Path:
@@ -86,7 +89,7 @@ async def cluster(tmp_path: Path, postgres_dsn: str) -> AsyncIterator[Cluster]:
     replicas = []
     for i in range(3):
         port = free_port()
-        cfg = write_config(tmp_path / f"r{i}.toml", sim.url, port, f"r{i}")
+        cfg = write_config(tmp_path / f"r{i}.toml", sim.url, port, NAMES[i])
         env = {"ORCH_STORE__URL": postgres_dsn}
         replicas.append(ServeProcess(cfg, port, tmp_path / f"r{i}.log", env))
     session = aiohttp.ClientSession()
@@ -194,28 +197,40 @@ async def _feed(c: Cluster, replica: ServeProcess) -> list[tuple[int, str, str]]
         after = page["next_after"]
 
 
-async def _check_end(c: Cluster, plan: dict[str, str], alive: list[ServeProcess]) -> None:
+async def _check_end(c: Cluster, plan: dict[str, str], alive: list[ServeProcess]) -> int:
     await _wait_all_terminal(c, alive[0], 120)
     assert await _outcomes(c, alive[0]) == plan
     feeds = [await _feed(c, replica) for replica in alive]
     assert all(feed == feeds[0] for feed in feeds[1:])  # one order, read from any replica
     per_tracking = Counter(subject for _, _, subject in feeds[0])
     assert len(per_tracking) == len(plan) and set(per_tracking.values()) == {1}
-    _check_reads(c, plan)
+    return _check_reads(c, plan)
 
 
-def _check_reads(c: Cluster, plan: dict[str, str]) -> None:
-    """From the simulator's request log: no tracking read by two replicas at once, and
-    the replicas together within the workspace's limit.
+def _check_reads(c: Cluster, plan: dict[str, str]) -> int:
+    """From the simulator's request log, which names the replica of every request:
+    no tracking read by two replicas at once, and the replicas together within the
+    workspace's limit. Returns how many times a job's reader changed.
 
-    One replica reads a tracking at most once at a time and backs off at least
-    initial_delay_s x (1 - jitter) = 80 ms between reads, so two reads of one job
-    closer than 50 ms can only come from two replicas holding it at once.
+    A replica stops reading VALID_FRACTION into a lease's life unless a renewal
+    landed, and another can claim it only once the whole lease ran out: a job
+    that changes hands is unread for lease_timeout_s x (1 - VALID_FRACTION) = 1 s
+    in between (HANDOVER_GAP_S is half that). Two replicas holding one job at
+    once, each reading it every max_delay_s (0.5 s plus jitter) or sooner, would
+    alternate, and of each two alternations one would be 0.3 s apart or closer.
     """
+    handovers = 0
     for rid in plan:
-        times = sorted(r["t"] for r in c.sim.state.log.requests(rid) if r["route"] == "job_status")
-        gaps = [b - a for a, b in itertools.pairwise(times)]
-        assert not gaps or min(gaps) >= 0.05, (rid, times)
+        reads = sorted(
+            (r["t"], r["replica"])
+            for r in c.sim.state.log.requests(rid)
+            if r["route"] == "job_status"
+        )
+        assert reads and all(who in NAMES for _, who in reads), (rid, reads[:3])
+        for (t0, a), (t1, b) in itertools.pairwise(reads):
+            if a != b:
+                handovers += 1
+                assert t1 - t0 >= HANDOVER_GAP_S, (rid, a, b, t1 - t0)
     stamps = sorted(r["t"] for r in c.sim.state.log.requests(None) if r["route"] != "control")
     busiest, start = 0, 0
     for end, t in enumerate(stamps):  # the most requests in any one-second window
@@ -223,6 +238,7 @@ def _check_reads(c: Cluster, plan: dict[str, str]) -> None:
             start += 1
         busiest = max(busiest, end - start + 1)
     assert busiest <= RATE * 1.1, busiest  # a little room for the share changing hands
+    return handovers
 
 
 async def _held(c: Cluster, replica: ServeProcess) -> int:
@@ -251,7 +267,7 @@ async def test_three_replicas_share_the_work_and_survive_a_kill(cluster: Cluster
             if takeovers > 0:
                 break
             await asyncio.sleep(0.25)
-    await _check_end(c, plan, survivors)
+    assert await _check_end(c, plan, survivors) > 0  # the victim's jobs changed hands
 
 
 async def test_a_stopped_replica_loses_its_work_and_writes_nothing_stale(
@@ -261,10 +277,13 @@ async def test_a_stopped_replica_loses_its_work_and_writes_nothing_stale(
     plan = await _intake(c, 900)
     victim = c.replicas[2]
     assert victim.proc is not None
+    async with asyncio.timeout(60):  # stopped while it reads its share (spread at first)
+        while sum(1 for r in c.sim.state.log.requests(None) if r.get("replica") == "r2") < 20:
+            await asyncio.sleep(0.05)
     victim.proc.send_signal(signal.SIGSTOP)
     await asyncio.sleep(LEASE_TIMEOUT_S * 2)  # its leases run out and move to the others
     victim.proc.send_signal(signal.SIGCONT)
-    await _check_end(c, plan, c.replicas)
+    assert await _check_end(c, plan, c.replicas) > 0
 
 
 async def test_a_postgresql_restart_loses_nothing(cluster: Cluster, postgres_server: str) -> None:
@@ -287,3 +306,63 @@ async def test_a_postgresql_restart_loses_nothing(cluster: Cluster, postgres_ser
                         break
                 await asyncio.sleep(0.2)
     await _check_end(c, plan, c.replicas)
+
+
+def _gauge(text: str, name: str) -> float | None:
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    return None
+
+
+async def _wait_gauge(
+    session: aiohttp.ClientSession, replica: ServeProcess, name: str, value: float
+) -> None:
+    try:
+        async with asyncio.timeout(60):
+            while True:
+                async with session.get(replica.url + "/metrics") as resp:
+                    if _gauge(await resp.text(), name) == value:
+                        return
+                await asyncio.sleep(0.1)
+    except TimeoutError:
+        raise AssertionError(f"{name} never {value}: {replica.tail()}") from None
+
+
+async def test_the_listener_gauge_follows_the_database(
+    tmp_path: Path, postgres_dsn: str, postgres_server: str
+) -> None:
+    """``orchestrator_store_listener_up`` is 1, 0 while PostgreSQL is down, 1 again
+    once it is back (the listener reconnects by itself); ``store_up`` likewise."""
+    directory = os.environ.get(DIR_ENV)
+    if directory is None:
+        reason = f"{DIR_ENV} is not set: cannot stop the server"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    sim = await start_simulator(host="127.0.0.1", port=0, profile="fast", seed=12)
+    port = free_port()
+    cfg = write_config(tmp_path / "solo.toml", sim.url, port, "solo")
+    replica = ServeProcess(cfg, port, tmp_path / "solo.log", {"ORCH_STORE__URL": postgres_dsn})
+    session = aiohttp.ClientSession()
+    stopped = False
+    try:
+        await replica.start(session)
+        await _wait_gauge(session, replica, "orchestrator_store_listener_up", 1)
+        proc = await asyncio.create_subprocess_exec("bash", str(CLUSTER), "stop", directory)
+        assert await proc.wait() == 0
+        stopped = True
+        await _wait_gauge(session, replica, "orchestrator_store_listener_up", 0)
+        await _wait_gauge(session, replica, "orchestrator_store_up", 0)
+        proc = await asyncio.create_subprocess_exec("bash", str(CLUSTER), "up", directory)
+        assert await proc.wait() == 0
+        stopped = False
+        await _wait_gauge(session, replica, "orchestrator_store_listener_up", 1)
+        await _wait_gauge(session, replica, "orchestrator_store_up", 1)
+    finally:
+        if stopped:  # the other tests need their server back
+            proc = await asyncio.create_subprocess_exec("bash", str(CLUSTER), "up", directory)
+            await proc.wait()
+        replica.ensure_dead()
+        await session.close()
+        await sim.close()

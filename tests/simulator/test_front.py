@@ -145,3 +145,29 @@ async def test_closing_closes_open_connections() -> None:
         assert await asyncio.wait_for(reader.read(), 10) == b""
     finally:
         writer.close()
+
+
+async def test_the_request_log_names_the_replica_on_both_paths(fronted: RunningSimulator) -> None:
+    """The front and the aiohttp route both log ``X-Orchestrator-Replica``; a request
+    without it is logged with no replica."""
+    async with aiohttp.ClientSession(base_url=fronted.url) as client:
+        _, job = await call(client, "POST", "/api/workspace/functions/demo.hello/enqueue", {})
+    job_id = job["Data"]["JobId"]
+    before = fronted.front_answered
+    assert before is not None
+    async with aiohttp.ClientSession(base_url=fronted.url) as client:  # the front
+        async with client.get(f"{JOBS}/{job_id}", headers={"X-Orchestrator-Replica": "r1"}) as r:
+            assert r.status == 200
+        async with client.get(f"{JOBS}/{job_id}") as r:
+            assert r.status == 200
+    assert fronted.front_answered == before + 2
+    async with aiohttp.ClientSession(base_url=fronted.url) as client:  # relayed to aiohttp
+        async with client.post(f"{JOBS}/{job_id}/cancel", headers={"x-orchestrator-replica": "r2"}):
+            pass
+        async with client.get(f"{JOBS}/{job_id}", headers={"X-Orchestrator-Replica": "r2"}) as r:
+            assert r.status == 200
+    assert fronted.front_answered == before + 2
+    logged = fronted.state.log.requests(job_id)[-4:]
+    assert [r["replica"] for r in logged] == ["r1", None, "r2", "r2"]
+    assert [r["route"] for r in logged][:2] == ["job_status", "job_status"]
+    assert logged[3]["route"] == "job_status"
