@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.aio import wait_event
-from orchestrator.errors import StoreError
+from orchestrator.errors import StoreError, StoreUnavailable
 from orchestrator.store.base import Tracking
 
 if TYPE_CHECKING:
@@ -47,6 +47,9 @@ log = logging.getLogger("orchestrator.replica")
 # Reads stop this far into a lease's life unless a renewal landed: a read still in
 # flight then ends before the lease could pass to another replica.
 VALID_FRACTION = 2 / 3
+# A renewal (and its heartbeat) that has not answered in this fraction of the lease
+# is given up as store trouble: a hung call must not look like a healthy replica.
+RENEW_BOUND_FRACTION = 1 / 3
 CLAIM_EVERY_S = 1.0  # the polling fallback behind LISTEN/NOTIFY
 GAUGES_EVERY_S = 5.0
 
@@ -157,11 +160,16 @@ class Replica:
 
     async def _renew(self) -> None:
         sent = self._mono()
+        bound = self._timeout * RENEW_BOUND_FRACTION
         try:
-            lost = await self._store.renew_leases()
-            peers = await self._store.heartbeat(len(self._engine.entries))
+            async with asyncio.timeout(bound):
+                lost = await self._store.renew_leases()
+                peers = await self._store.heartbeat(len(self._engine.entries))
         except StoreError as exc:
             self._store_trouble(exc)
+            return
+        except TimeoutError:
+            self._store_trouble(StoreUnavailable(f"lease renewal unanswered after {bound:g} s"))
             return
         if self.state != "holding":
             log.info("holding leases", extra={"fields": {"replica": self.id, "peers": peers}})

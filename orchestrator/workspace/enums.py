@@ -6,6 +6,8 @@ import asyncio
 import logging
 from collections.abc import Mapping
 
+import anyio
+
 from orchestrator.aio import wait_event
 from orchestrator.interpret.filters import ROUTES
 from orchestrator.metrics import Metrics
@@ -38,8 +40,19 @@ async def refresh_enums(clients: Mapping[str, WorkspaceClient], metrics: Metrics
 async def keep_enums_fresh(
     clients: Mapping[str, WorkspaceClient], metrics: Metrics, every_s: float, stop: asyncio.Event
 ) -> None:
-    while not stop.is_set():
-        fallback = any(m.source == "fallback" for c in clients.values() for m in c.enums.values())
-        wait = min(FALLBACK_RETRY_S, every_s) if fallback else every_s
-        if not await wait_event(stop, wait):
-            await refresh_enums(clients, metrics)
+    async with anyio.create_task_group() as tg:
+
+        async def end_on_stop() -> None:
+            # A refresh waiting at a gate (Retry-After, a replica's lapsed leases)
+            # must not hold the engine's stop: it is cancelled, nothing is lost.
+            await stop.wait()
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(end_on_stop)
+        while not stop.is_set():
+            fallback = any(
+                m.source == "fallback" for c in clients.values() for m in c.enums.values()
+            )
+            wait = min(FALLBACK_RETRY_S, every_s) if fallback else every_s
+            if not await wait_event(stop, wait):
+                await refresh_enums(clients, metrics)

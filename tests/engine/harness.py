@@ -183,7 +183,12 @@ class Rig:
         await self.task
 
 
-async def rig(rate: float = 500, max_in_flight: int = 8, **polling: Any) -> Rig:
+async def rig(
+    rate: float = 500,
+    max_in_flight: int = 8,
+    store: dict[str, Any] | None = None,
+    **polling: Any,
+) -> Rig:
     loop = asyncio.get_running_loop()
     clock = VirtualClock(loop)
     settings = load_settings(
@@ -198,6 +203,7 @@ async def rig(rate: float = 500, max_in_flight: int = 8, **polling: Any) -> Rig:
             }
         ],
         events={"sinks": []},
+        **({"store": store} if store else {}),
     )
     transport = FakeTransport(loop)
     cfg = settings.workspaces[0]
