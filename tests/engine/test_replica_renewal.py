@@ -1,13 +1,17 @@
-"""A replica whose lease renewal stops answering: on virtual time, it says so
-(``store_unavailable``, store_up 0) a third of the lease after sending it, and
-gives its trackings up once the lease must have run out, rather than looking
-healthy while it holds work it cannot renew."""
+"""A replica's renewals against a store that misbehaves, on virtual time.
+
+A renewal that stops answering is store trouble a third of the lease after it
+was sent, and the trackings go once the lease must have run out; after an
+outage the workspace share grows only a lease after the store is back, while
+the other replicas may still be reconnecting."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from orchestrator.engine.replica import Replica
+from orchestrator.errors import StoreUnavailable
 from orchestrator.events.bus import EventBus
 from orchestrator.metrics import Metrics
 from orchestrator.store.memory import MemoryStore
@@ -60,6 +64,50 @@ def test_a_renewal_that_never_answers_is_store_trouble_then_the_leases_go() -> N
         assert t.tracking_id in r.engine.entries  # within the lease: still held
         await asyncio.sleep(LEASE_S + 5)
         assert t.tracking_id not in r.engine.entries  # given up: another replica's now
+        stop.set()
+        await task
+        await r.close()
+
+    run(main)
+
+
+class Outage(MemoryStore):
+    """Three live replicas; then the store is unreachable for longer than a lease;
+    then it answers again, first with this replica alone in the heartbeat table."""
+
+    shares_work = True
+
+    def __init__(self, inner: MemoryStore, clock: Callable[[], float]) -> None:
+        self.__dict__.update(inner.__dict__)
+        self.clock = clock
+
+    async def renew_leases(self) -> list[str]:
+        if 20.0 <= self.clock() < 60.0:
+            raise StoreUnavailable("the database restarts")
+        return []
+
+    async def heartbeat(self, leases: int) -> list[str]:
+        return ["r1", "r2", "r3"] if self.clock() < 20.0 else ["r1"]
+
+
+def test_after_an_outage_the_share_grows_only_a_lease_after_the_store_is_back() -> None:
+    async def main() -> None:
+        r = await rig(store={"lease_timeout_s": LEASE_S})
+        store = Outage(r.store, r.clock.monotonic)
+        replica = Replica(
+            replica_id="r1", store=store, engine=r.engine, settings=r.settings,
+            metrics=Metrics(), bus=EventBus(), monotonic=r.clock.monotonic,
+        )  # fmt: skip
+        gate = r.engine.clients["default"].gate
+        stop = asyncio.Event()
+        task = asyncio.create_task(replica.run(stop))
+        await asyncio.sleep(15)
+        assert gate.share == 3
+        await asyncio.sleep(60)  # 75 s: back for 15 s, only r1 seen since
+        assert replica.state == "holding"
+        assert gate.share == 3  # the others may be reconnecting still
+        await asyncio.sleep(30)  # 105 s: a lease and more since it came back
+        assert gate.share == 1  # they are gone: the whole limit is r1's
         stop.set()
         await task
         await r.close()
