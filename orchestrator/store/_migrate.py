@@ -14,10 +14,11 @@ from orchestrator.store import queries
 _MIGRATION_NAME = re.compile(r"^(\d+)_(\w+)\.sql$")
 
 
-def _migrations() -> list[tuple[int, str, str]]:
-    """The numbered ``migrations/NNN_name.sql`` files shipped as package data, in order."""
+def numbered_migrations(folder: str) -> list[tuple[int, str, str]]:
+    """The numbered ``<folder>/NNN_name.sql`` files shipped as package data, in order
+    (``migrations`` for SQLite, ``pg_migrations`` for PostgreSQL)."""
     found: list[tuple[int, str, str]] = []
-    for entry in (importlib.resources.files("orchestrator.store") / "migrations").iterdir():
+    for entry in (importlib.resources.files("orchestrator.store") / folder).iterdir():
         match = _MIGRATION_NAME.match(entry.name)
         if match:
             found.append((int(match[1]), entry.name, entry.read_text(encoding="utf-8")))
@@ -47,7 +48,7 @@ def _statements(script: str) -> list[str]:
 
 def migrate(conn: sqlite3.Connection) -> None:
     """Apply the migrations newer than the recorded schema version, all in one transaction."""
-    migrations = _migrations()
+    migrations = numbered_migrations("migrations")
     # Off while the schema changes (SQLite's procedure for rebuilding a table: a
     # DROP would otherwise cascade), checked before the commit, on again after.
     conn.execute("PRAGMA foreign_keys = OFF")

@@ -8,8 +8,6 @@ per connection of the pool and executed from the cache after that.
 from __future__ import annotations
 
 import contextlib
-import importlib.resources
-import re
 import time
 import urllib.parse
 from collections.abc import AsyncIterator
@@ -19,8 +17,8 @@ import asyncpg  # type: ignore[import-untyped]
 
 from orchestrator.errors import StoreError, StoreUnavailable
 from orchestrator.store import pg_queries as q
+from orchestrator.store._migrate import numbered_migrations
 
-_MIGRATION_NAME = re.compile(r"^(\d+)_(\w+)\.sql$")
 CONNECT_TIMEOUT_S = 10.0
 COMMAND_TIMEOUT_S = 30.0
 
@@ -119,15 +117,7 @@ class Pool:
 
 
 def migrations() -> list[tuple[int, str, str]]:
-    found: list[tuple[int, str, str]] = []
-    for entry in (importlib.resources.files("orchestrator.store") / "pg_migrations").iterdir():
-        match = _MIGRATION_NAME.match(entry.name)
-        if match:
-            found.append((int(match[1]), entry.name, entry.read_text(encoding="utf-8")))
-    found.sort()
-    if [version for version, _, _ in found] != list(range(1, len(found) + 1)):
-        raise StoreError(f"store migrations are not numbered 1..n: {[n for _, n, _ in found]}")
-    return found
+    return numbered_migrations("pg_migrations")
 
 
 async def migrate(conn: Any) -> None:
