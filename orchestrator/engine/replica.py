@@ -172,9 +172,10 @@ class Replica:
             self._store_trouble(StoreUnavailable(f"lease renewal unanswered after {bound:g} s"))
             return
         if self.state == "store_unavailable" and self._counts:
-            # Back after an outage: peers reappear one by one as they reconnect, so
-            # the count from before it holds for another lease timeout.
-            self._counts[-1] = (sent, self._counts[-1][1])
+            # Back after an outage: peers reappear one by one as they reconnect (each
+            # after its own retry and reconnection), so the count from before it
+            # holds for two lease timeouts from now.
+            self._counts[-1] = (sent + self._timeout, self._counts[-1][1])
         if self.state != "holding":
             log.info("holding leases", extra={"fields": {"replica": self.id, "peers": peers}})
         self.state = "holding"
