@@ -113,12 +113,12 @@ def _not_an_object(read: ReadResult) -> ReadResult:
     )
 
 
-def _class_work(found: Scan, finished: list[dict[str, Any]], schedule: Any) -> list[WorkSeen]:
+def _class_work(found: Scan, schedule: Any) -> list[WorkSeen]:
     """The newly finished job occurrences and, unless one fails closed (read by the
     backoff until its evidence comes), the running ones, each by its own FunctionKey
     (else the schedule's) and times."""
     fallback = text(schedule, "FunctionKey")
-    keys = [o["key"] for o in finished]
+    keys = [o["key"] for o in found.finished]
     ended = len(keys)
     if not found.anomalies:
         keys += [o["key"] for o in found.pending]
@@ -239,7 +239,7 @@ class ScheduleHandler:
                 reported.append((followed.remote(), public(occurrence)))
             settle(followed.state, found)
             schedule_body = sched.body if sched.result == "ok" else followed.schedule
-            work = _class_work(found, found.finished, schedule_body)
+            work = _class_work(found, schedule_body)
         retry_after = max((r.retry_after for r in reads if r.retry_after), default=None)
         j = Judgement(
             sched.result if trouble is None else trouble.result,
