@@ -85,9 +85,10 @@ class Entry:
         self.resumed = False  # resumed at start-up and not read yet by this process
         self.reason = NextPollReason.FIRST_READ  # why the next read is due when it is
         # Adaptive polling: the work's class (function key, build kind) once known, and
-        # when the work began (its own CreatedAt once read, else our intake).
-        self.work_class: str | None = None
-        self.started = t.created_at
+        # when the work began (its own CreatedAt once read, else our intake); stored with
+        # every poll result, so that a resumed tracking is planned as before.
+        self.work_class = None if t.work_class is None else sys.intern(t.work_class)
+        self.started = t.created_at if t.work_started_at is None else t.work_started_at
 
     def to_tracking(
         self,
@@ -148,4 +149,6 @@ class Entry:
             last_error=self.last_error,
             event=event,
             deadline=(self.deadline, self.deadline_source or "") if deadline_moved else None,
+            work_class=self.work_class,
+            work_started_at=None if self.work_class is None else self.started,
         )

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import sys
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import anyio
@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector
 
 from orchestrator.engine.adaptive import next_read, plan_grid
 from orchestrator.engine.durations import DurationSketch
-from orchestrator.engine.workclass import seen
+from orchestrator.engine.workclass import CLASS_RE, seen
 from orchestrator.errors import StoreError
 from orchestrator.interpret import TERMINAL_PHASES
 from orchestrator.store.base import Store, WorkClassSummary
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from orchestrator.config import Settings
     from orchestrator.engine.entry import Entry
     from orchestrator.interpret import EnumMap
-    from orchestrator.kinds.base import Judgement
+    from orchestrator.kinds.base import Judgement, WorkSeen
     from orchestrator.metrics import Metrics
 
 log = logging.getLogger("orchestrator.engine")
@@ -115,7 +115,10 @@ class Learner:
     ) -> float | None:
         """What a read showed: the class and times of the work, its duration once it has
         ended; returns the planner's next read (monotonic), or None for the backoff.
-        ``enums`` is None for a kind with no status route (a schedule): nothing to learn."""
+        ``enums`` is None for a kind with no status route (a schedule): it learns from
+        and plans by the work it saw beside (``class_work``), if any."""
+        if j.class_work:
+            return self._beside(entry.workspace, j.class_work, now_w, now_m)
         if enums is None:
             return None
         if j.remote is not None and j.phase is not None:
@@ -142,16 +145,43 @@ class Learner:
             return None
         return self._due(entry, now_w, now_m)
 
+    def _beside(
+        self, workspace: str, work: Sequence[WorkSeen], now_w: float, now_m: float
+    ) -> float | None:
+        """A schedule's occurrences: those that ended are learned (as function jobs of
+        their function), and the soonest read any running one's class plans is returned."""
+        due: float | None = None
+        for w in work:
+            if CLASS_RE.fullmatch(w.work_class) is None:
+                continue
+            if w.ended is not None:
+                self.learn(workspace, w.kind, w.work_class, w.ended - w.started)
+                continue
+            # Never later than we saw it: a remote clock ahead of ours would read late.
+            at = self._plan((workspace, w.kind, w.work_class), min(w.started, now_w), now_w, now_m)
+            if at is not None and (due is None or at < due):
+                due = at
+        return due
+
     def _due(self, entry: Entry, now_w: float, now_m: float) -> float | None:
-        if not self._cfg.enabled or entry.work_class is None:
+        if entry.work_class is None:
             return None
-        c = self._classes.get((entry.workspace, entry.kind, entry.work_class))
+        return self._plan(
+            (entry.workspace, entry.kind, entry.work_class), entry.started, now_w, now_m
+        )
+
+    def _plan(self, key: Key, started: float, now_w: float, now_m: float) -> float | None:
+        """The planner's next read (monotonic) of work of class ``key`` begun at ``started``
+        (wall); None: too few samples, an unsettled class, or outlived."""
+        if not self._cfg.enabled:
+            return None
+        c = self._classes.get(key)
         if c is None or c.sketch.count < self._cfg.min_samples or not c.sketch.settled:
             return None
         if c.stale and now_m - c.planned_at >= _REPLAN_S:
             c.grid = plan_grid(c.sketch, self._cfg.detection_target_s, self._polling)
             c.stale, c.planned_at = False, now_m
-        age = max(0.0, now_w - entry.started)
+        age = max(0.0, now_w - started)
         at = next_read(c.grid, age, self._cfg.detection_target_s / 4)
         return None if at is None else now_m + (at - age)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from orchestrator.interpret import Phase
 
@@ -26,6 +26,16 @@ class PollTarget(Protocol):
     def created_at(self) -> float: ...
     @property
     def digest(self) -> bytes | None: ...
+
+
+class WorkSeen(NamedTuple):
+    """Work a poll saw beside the tracking's own status body (a schedule's occurrence),
+    for adaptive polling: learned from once it has ended, planned by while it runs."""
+
+    kind: str  # whose classes it shares: a schedule's occurrences are function jobs
+    work_class: str  # the occurrence's FunctionKey
+    started: float  # wall: its own CreatedAt
+    ended: float | None  # wall: its own end; None while it runs
 
 
 @dataclass(slots=True)
@@ -66,6 +76,9 @@ class Judgement:
     hold: bool = False
     # the terminal result still needs the handler's ``conclude`` (side reads)
     conclude: bool = False
+    # Work of a class seen beside the tracking's own body (a schedule's newly ended and
+    # still running occurrences): adaptive polling learns from and plans by it.
+    class_work: Sequence[WorkSeen] = ()
 
 
 class KindHandler(Protocol):

@@ -9,6 +9,11 @@ the work already created (contract section 2): the tracking first follows
 every job it still has in progress, and the one the schedule last named
 active, to its end and reports it.
 
+Adaptive polling: the occurrences are function jobs of the schedule's target, so
+the durations of those that end teach that function's class (the same as a
+``function_job`` of it), and the reads of one still running are planned by it
+(``Judgement.class_work``).
+
 Exactly once, across restarts: each occurrence comes with the snapshot of the
 follow state that records it as reported, and the engine writes its event in
 the same transaction as that snapshot (the tracking's ``remote``), so after a
@@ -26,7 +31,7 @@ import orjson
 
 from orchestrator.clock import iso
 from orchestrator.interpret import Phase
-from orchestrator.kinds.base import Judgement, PollTarget
+from orchestrator.kinds.base import Judgement, PollTarget, WorkSeen
 from orchestrator.platform.occurrences import FollowState, Scan, mark, public, scan, settle
 from orchestrator.platform.operations import read_rows
 from orchestrator.platform.wire import as_timestamp, get_ci, text
@@ -106,6 +111,27 @@ def _not_an_object(read: ReadResult) -> ReadResult:
         error={"kind": "invalid_response", "message": "schedule body is not an object"},
         duration=read.duration,
     )
+
+
+def _class_work(found: Scan, schedule: Any) -> list[WorkSeen]:
+    """The newly finished job occurrences and, unless one fails closed (read by the
+    backoff until its evidence comes), the running ones, each by its own FunctionKey
+    (else the schedule's) and times."""
+    fallback = text(schedule, "FunctionKey")
+    keys = [o["key"] for o in found.finished]
+    ended = len(keys)
+    if not found.anomalies:
+        keys += [o["key"] for o in found.pending]
+    out: list[WorkSeen] = []
+    for i, key in enumerate(keys):
+        times = found.times.get(key)
+        if times is None or times.created_at is None:
+            continue  # a Skipped run is no job; a job without its CreatedAt has no age
+        function_key = times.function_key or fallback
+        if function_key is None or (i < ended and times.ended_at is None):
+            continue  # no class, or an end we cannot date
+        out.append(WorkSeen("function_job", function_key, times.created_at, times.ended_at))
+    return out
 
 
 class ScheduleHandler:
@@ -203,6 +229,7 @@ class ScheduleHandler:
     ) -> Judgement:
         reported: list[tuple[Any, dict[str, Any]]] = []
         state = followed.state
+        work: list[WorkSeen] = []
         if found is not None:
             # Set before marking, so that reporting the awaited job clears it.
             state.stopped, state.awaiting = stopped, awaiting if stopped else None
@@ -211,6 +238,8 @@ class ScheduleHandler:
                 mark(followed.state, occurrence)
                 reported.append((followed.remote(), public(occurrence)))
             settle(followed.state, found)
+            schedule_body = sched.body if sched.result == "ok" else followed.schedule
+            work = _class_work(found, schedule_body)
         retry_after = max((r.retry_after for r in reads if r.retry_after), default=None)
         j = Judgement(
             sched.result if trouble is None else trouble.result,
@@ -221,6 +250,7 @@ class ScheduleHandler:
             occurrences=reported,
             not_found_reason="schedule_deleted",
             hold=found is None or followed.holding(),
+            class_work=work,
         )
         if found is not None and found.anomalies:
             # Completed without its Run evidence: the occurrence stays pending (fail

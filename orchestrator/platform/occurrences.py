@@ -14,6 +14,10 @@ Skipped run with no job. It is *finished* when:
 
 The schedule's ``LastStatus`` plays no part: it is a summary, not evidence.
 
+Each job occurrence's function and times, as its own row shows them, come
+with the scan (``Scan.times``): adaptive polling learns how long the function
+takes from the occurrences that end, as from function jobs.
+
 What has been reported is kept in ``FollowState``, stored with the tracking, so
 that a restart reports nothing twice: ``since`` is the ``From`` of the next
 query and ``reported`` holds the keys of finished occurrences at or after it.
@@ -85,12 +89,23 @@ class FollowState:
 
 
 @dataclass(frozen=True, slots=True)
+class JobTimes:
+    """A job occurrence's FunctionKey and its own times (None where its rows omit them)."""
+
+    function_key: str | None
+    created_at: float | None
+    ended_at: float | None  # its latest run's CompletedAt, else the job's; None unfinished
+
+
+@dataclass(frozen=True, slots=True)
 class Scan:
     finished: list[dict[str, Any]]  # not yet reported, oldest first
     pending: list[dict[str, Any]]  # jobs not finished yet, oldest first
     newest: float | None  # the time of the newest occurrence seen
     # pending jobs that say Completed without their Run evidence (a contract anomaly)
     anomalies: list[dict[str, Any]] = field(default_factory=list)
+    # every job occurrence seen, by its key
+    times: dict[str, JobTimes] = field(default_factory=dict)
 
 
 def scan(
@@ -113,6 +128,7 @@ def scan(
     pending: list[tuple[float, dict[str, Any]]] = []
     newest: float | None = None
     seen: set[str] = set()
+    times: dict[str, JobTimes] = {}
     for job in jobs:
         job_id = text(job, "JobId")
         if job_id is None or job_id in seen:
@@ -123,6 +139,7 @@ def scan(
         newest = at if newest is None else max(newest, at)
         occ = _job_occurrence(job, job_id, runs_by_job.get(job_id, []), job_status, run_status)
         key = occ["key"]
+        times[key] = _times(job, occ)
         if occ["finished"]:
             if key not in state.reported:
                 finished.append((at, occ))
@@ -145,7 +162,18 @@ def scan(
         occ["at"] = at
     waiting = [o for _, o in pending]
     anomalies = [o for o in waiting if o.get("missing_evidence")]
-    return Scan([o for _, o in finished], waiting, newest, anomalies)
+    return Scan([o for _, o in finished], waiting, newest, anomalies, times)
+
+
+def _times(job: Row, occurrence: Mapping[str, Any]) -> JobTimes:
+    ended = None
+    if occurrence["finished"]:
+        ended = (
+            as_timestamp(occurrence["completed_at"])
+            or as_timestamp(get_ci(job, "CompletedAt"))
+            or as_timestamp(get_ci(job, "ModifiedAt"))
+        )
+    return JobTimes(text(job, "FunctionKey"), as_timestamp(get_ci(job, "CreatedAt")), ended)
 
 
 def mark(state: FollowState, occurrence: dict[str, Any]) -> None:

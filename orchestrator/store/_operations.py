@@ -89,6 +89,8 @@ def _poll_params(update: PollUpdate) -> tuple[object, ...]:
         update.tracking_id,
         update.fingerprint if changed else None,
         update.digest if changed else None,
+        update.work_class,
+        update.work_started_at,
     )
 
 
@@ -96,8 +98,8 @@ def _record_plain(conn: sqlite3.Connection, updates: Sequence[PollUpdate]) -> No
     """Updates without events, in bulk statements.
 
     A tracking's updates fold into one row that leaves it as applying them in turn
-    would: the last update's counters and error, and the body of the last update
-    that carried a changed one.
+    would: the last update's counters and error, the body of the last update that
+    carried a changed one, and the last class of the work given.
     """
     if not updates:
         return
@@ -113,11 +115,14 @@ def _record_plain(conn: sqlite3.Connection, updates: Sequence[PollUpdate]) -> No
                 _rows.dump(u.remote) if u.remote_changed else None,
                 u.fingerprint if u.remote_changed else None,
                 u.digest if u.remote_changed else None,
+                u.work_class, u.work_started_at,
             ]  # fmt: skip
             continue
         row[1:5] = [u.polls, u.last_polled_at, u.next_poll_at, error]
         if u.remote_changed:
             row[5:10] = [True, u.remote_status, _rows.dump(u.remote), u.fingerprint, u.digest]
+        if u.work_class is not None:
+            row[10:12] = [u.work_class, u.work_started_at]
     folded = list(rows.values())
     size = queries.POLL_ROWS
     for start in range(0, len(folded), size):

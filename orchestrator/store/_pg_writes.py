@@ -130,6 +130,7 @@ def _poll_row(u: PollUpdate, token: int) -> list[Any]:
         u.fingerprint if changed else None,
         u.digest if changed else None,
         deadline, source,
+        u.work_class, u.work_started_at,
     ]  # fmt: skip
 
 
@@ -157,7 +158,7 @@ async def record_polls(conn: Connection, updates: Sequence[PollUpdate], book: Le
 def _fold(rows: dict[str, list[Any]], u: PollUpdate, token: int) -> None:
     """A tracking's updates folded into one row that leaves it as applying them in turn
     would: the last update's counters and error, the last changed body, the last
-    derived deadline."""
+    derived deadline, the last class of the work."""
     row = rows.get(u.tracking_id)
     fresh = _poll_row(u, token)
     if row is None:
@@ -168,6 +169,8 @@ def _fold(rows: dict[str, list[Any]], u: PollUpdate, token: int) -> None:
         row[6:11] = fresh[6:11]
     if u.deadline is not None:
         row[11:13] = fresh[11:13]
+    if u.work_class is not None:
+        row[13:15] = fresh[13:15]
 
 
 async def _write_plain(conn: Connection, rows: dict[str, list[Any]]) -> None:

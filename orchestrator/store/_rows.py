@@ -50,6 +50,8 @@ def tracking(row: Sequence[Any]) -> Tracking:
         remote_fingerprint=row[20],
         remote_digest=row[21],
         deadline_source=row[22],
+        work_class=row[23],
+        work_started_at=row[24],
     )
 
 
@@ -77,6 +79,7 @@ def new_tracking(item: NewTracking) -> Tracking:
         callback_url=item.callback_url,
         notify=item.notify,
         deadline_source=item.deadline_source,
+        work_class=item.work_class,
     )
 
 
@@ -95,6 +98,7 @@ def insert_tracking_params(item: NewTracking) -> tuple[Any, ...]:
         item.notify,
         item.deadline_source,
         None if item.remote is None else dump(item.remote),
+        item.work_class,
     )
 
 

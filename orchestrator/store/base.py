@@ -45,7 +45,7 @@ class NewTracking:
     # What the tracking starts with as ``remote`` (work found by filter: its filter).
     remote: Any = None
     # The intake's hint of the work's class for adaptive polling (function_key,
-    # build_kind): handed to the engine, not stored (a read of the work shows it).
+    # build_kind): stored with the row, and replaced by the work's own once a read shows it.
     work_class: str | None = None
 
 
@@ -80,6 +80,10 @@ class Tracking:
     # Why the next read is due when it is: the engine's, not stored (None when
     # the engine does not hold the tracking, or it is terminal).
     next_poll_reason: NextPollReason | None = None
+    # Adaptive polling: the work's class and when the work began (wall), as the engine
+    # last wrote them (None: not known), so that a resumed tracking keeps its plan.
+    work_class: str | None = None
+    work_started_at: float | None = None
 
 
 @dataclass(slots=True)
@@ -119,6 +123,9 @@ class PollUpdate:
     digest: bytes | None = None
     # A new deadline (wall time, DeadlineSource value): a function job's, derived from it.
     deadline: tuple[float, str] | None = None
+    # Adaptive polling's class of the work and when it began (None: keep what is stored).
+    work_class: str | None = None
+    work_started_at: float | None = None
 
 
 @dataclass(slots=True)

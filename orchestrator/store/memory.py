@@ -120,6 +120,10 @@ class MemoryStore(MemoryLog):
                 tracking.remote_digest = update.digest
             if update.deadline is not None:
                 tracking.deadline_at, tracking.deadline_source = update.deadline
+            if update.work_class is not None:
+                tracking.work_class = update.work_class
+            if update.work_started_at is not None:
+                tracking.work_started_at = update.work_started_at
             if update.event is not None:
                 self._append_event(update.event)
 

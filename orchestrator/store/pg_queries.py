@@ -47,13 +47,13 @@ PROBE_WRITE = f"UPDATE store_probe SET at = {NOW} WHERE id = 1"
 INSERT_TRACKINGS = (
     "INSERT INTO trackings (tracking_id, workspace, kind, remote_id, state, polls,"
     " next_poll_at, deadline_at, created_at, labels, correlation_id, callback_url, notify,"
-    " deadline_source, remote, lease_owner, lease_until, lease_token)"
+    " deadline_source, remote, work_class, lease_owner, lease_until, lease_token)"
     " SELECT u.tid, u.ws, u.kind, u.rid, 'active', 0, u.npa, u.dl, u.ca, u.labels, u.corr,"
-    f" u.cb, u.notify, u.dls, u.remote, $14, {NOW} + $15, nextval('lease_tokens')"
+    f" u.cb, u.notify, u.dls, u.remote, u.wc, $15, {NOW} + $16, nextval('lease_tokens')"
     " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::float8[], $6::float8[],"
     " $7::float8[], $8::bytea[], $9::text[], $10::text[], $11::text[], $12::text[],"
-    " $13::bytea[]) WITH ORDINALITY"
-    " AS u(tid, ws, kind, rid, npa, dl, ca, labels, corr, cb, notify, dls, remote, n)"
+    " $13::bytea[], $14::text[]) WITH ORDINALITY"
+    " AS u(tid, ws, kind, rid, npa, dl, ca, labels, corr, cb, notify, dls, remote, wc, n)"
     " ORDER BY u.n"
     " ON CONFLICT (workspace, kind, remote_id) DO NOTHING RETURNING tracking_id, lease_token"
 )
@@ -78,11 +78,12 @@ ACTIVE_TRACKINGS = (
 _POLL_ARRAYS = (
     "unnest($1::text[], $2::bigint[], $3::int[], $4::float8[], $5::float8[], $6::bytea[],"
     " $7::bool[], $8::text[], $9::bytea[], $10::text[], $11::bytea[], $12::float8[],"
-    " $13::text[])"
-    " AS u(id, tok, polls, lpa, npa, err, changed, rs, remote, fp, dg, dl, dls)"
+    " $13::text[], $14::text[], $15::float8[])"
+    " AS u(id, tok, polls, lpa, npa, err, changed, rs, remote, fp, dg, dl, dls, wc, wst)"
 )
 # Poll results, fenced: only the holder of the current, unexpired lease writes. A
-# derived deadline (dl, dls; NULL: unchanged) is written with them, fenced alike.
+# derived deadline (dl, dls) and the work's class and start (wc, wst) are written with
+# them, fenced alike (NULL: unchanged).
 RECORD_POLLS = (
     f"WITH u AS (SELECT * FROM {_POLL_ARRAYS}),"
     " locked AS (SELECT t.tracking_id FROM trackings t JOIN u ON t.tracking_id = u.id"
@@ -94,7 +95,9 @@ RECORD_POLLS = (
     " remote_fingerprint = CASE WHEN u.changed THEN u.fp ELSE t.remote_fingerprint END,"
     " remote_digest = CASE WHEN u.changed THEN u.dg ELSE t.remote_digest END,"
     " deadline_at = coalesce(u.dl, t.deadline_at),"
-    " deadline_source = CASE WHEN u.dl IS NULL THEN t.deadline_source ELSE u.dls END"
+    " deadline_source = CASE WHEN u.dl IS NULL THEN t.deadline_source ELSE u.dls END,"
+    " work_class = coalesce(u.wc, t.work_class),"
+    " work_started_at = coalesce(u.wst, t.work_started_at)"
     " FROM u WHERE t.tracking_id = u.id AND t.tracking_id IN (SELECT tracking_id FROM locked)"
     f" AND t.state = 'active' AND t.lease_token = u.tok AND t.lease_until >= {NOW}"
     " RETURNING t.tracking_id"

@@ -8,7 +8,7 @@ TRACKING_COLUMNS = (
     "tracking_id, workspace, kind, remote_id, state, outcome, remote_status, remote, result,"
     " polls, last_polled_at, next_poll_at, last_error, deadline_at, created_at, terminal_at,"
     " labels, correlation_id, callback_url, notify, remote_fingerprint, remote_digest,"
-    " deadline_source"
+    " deadline_source, work_class, work_started_at"
 )
 DELIVERY_COLUMNS = (
     "d.delivery_id, d.event_seq, e.event_id, d.destination, d.url, d.state, d.attempts,"
@@ -31,16 +31,16 @@ PROBE_WRITE = "UPDATE store_probe SET at = ? WHERE id = 1"
 
 # New trackings, many rows in ONE statement (see POLL_ROWS below for why); the
 # ids it returns are the rows that were new, the others' remote ids were known.
-INSERT_ROWS = 76  # 13 parameters a row: 988, under the oldest SQLite's limit of 999
+INSERT_ROWS = 71  # 14 parameters a row: 994, under the oldest SQLite's limit of 999
 
 
 @functools.lru_cache(maxsize=INSERT_ROWS)
 def insert_tracking_rows(rows: int) -> str:
-    values = ",".join(["(?, ?, ?, ?, 'active', 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
+    values = ",".join(["(?, ?, ?, ?, 'active', 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
     return (
         "INSERT INTO trackings (tracking_id, workspace, kind, remote_id, state, polls,"
         " next_poll_at, deadline_at, created_at, labels, correlation_id, callback_url, notify,"
-        " deadline_source, remote)"
+        " deadline_source, remote, work_class)"
         f" VALUES {values}"
         " ON CONFLICT (workspace, kind, remote_id) DO NOTHING RETURNING tracking_id"
     )
@@ -68,35 +68,40 @@ ACTIVE_TRACKINGS = (
 )
 
 # Parameters: polls, last_polled_at, next_poll_at, last_error, remote_changed, remote_status,
-# remote, tracking_id. Only active rows move: a terminal tracking is final.
+# remote, tracking_id, fingerprint, digest, work_class, work_started_at (NULL: kept). Only
+# active rows move: a terminal tracking is final.
 RECORD_POLL = (
     "UPDATE trackings SET polls = ?1, last_polled_at = ?2, next_poll_at = ?3, last_error = ?4,"
     " remote_status = CASE WHEN ?5 THEN ?6 ELSE remote_status END,"
     " remote = CASE WHEN ?5 THEN ?7 ELSE remote END,"
     " remote_fingerprint = CASE WHEN ?5 THEN ?9 ELSE remote_fingerprint END,"
-    " remote_digest = CASE WHEN ?5 THEN ?10 ELSE remote_digest END"
+    " remote_digest = CASE WHEN ?5 THEN ?10 ELSE remote_digest END,"
+    " work_class = coalesce(?11, work_class), work_started_at = coalesce(?12, work_started_at)"
     " WHERE tracking_id = ?8 AND state = 'active'"
 )
 
 # Poll results without an event, many rows in ONE statement: per row (tracking_id,
 # polls, last_polled_at, next_poll_at, last_error, remote_changed, remote_status,
-# remote, remote_fingerprint, remote_digest). A statement per row hands the GIL back
+# remote, remote_fingerprint, remote_digest, work_class, work_started_at; NULL class and
+# start: kept). A statement per row hands the GIL back
 # and forth once per row between the writer thread and the event loop; under load
 # each hand-back waits for the loop's switch interval, which held the writer to a
 # few hundred rows a second.
-POLL_ROWS = 99  # 990 parameters: under the oldest SQLite's limit of 999
+POLL_ROWS = 83  # 996 parameters: under the oldest SQLite's limit of 999
 
 
 @functools.lru_cache(maxsize=POLL_ROWS)
 def record_poll_rows(rows: int) -> str:
-    values = ",".join(["(?,?,?,?,?,?,?,?,?,?)"] * rows)
+    values = ",".join(["(?,?,?,?,?,?,?,?,?,?,?,?)"] * rows)
     return (
         "UPDATE trackings SET polls = u.column2, last_polled_at = u.column3,"
         " next_poll_at = u.column4, last_error = u.column5,"
         " remote_status = CASE WHEN u.column6 THEN u.column7 ELSE remote_status END,"
         " remote = CASE WHEN u.column6 THEN u.column8 ELSE remote END,"
         " remote_fingerprint = CASE WHEN u.column6 THEN u.column9 ELSE remote_fingerprint END,"
-        " remote_digest = CASE WHEN u.column6 THEN u.column10 ELSE remote_digest END"
+        " remote_digest = CASE WHEN u.column6 THEN u.column10 ELSE remote_digest END,"
+        " work_class = coalesce(u.column11, work_class),"
+        " work_started_at = coalesce(u.column12, work_started_at)"
         f" FROM (VALUES {values}) AS u"
         " WHERE trackings.tracking_id = u.column1 AND trackings.state = 'active'"
     )

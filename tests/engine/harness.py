@@ -187,8 +187,10 @@ async def rig(
     rate: float = 500,
     max_in_flight: int = 8,
     store: dict[str, Any] | None = None,
+    backend: MemoryStore | None = None,
     **polling: Any,
 ) -> Rig:
+    """An engine on virtual time; ``backend``: the store of an earlier rig (a restart)."""
     loop = asyncio.get_running_loop()
     clock = VirtualClock(loop)
     settings = load_settings(
@@ -209,7 +211,7 @@ async def rig(
     cfg = settings.workspaces[0]
     gate = WorkspaceGate(rate, max_in_flight, clock.monotonic)
     client = WorkspaceClient(cfg, transport, None, gate, clock)
-    store = MemoryStore()
+    store = backend or MemoryStore()
     engine = Engine(
         settings,
         store,

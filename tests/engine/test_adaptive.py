@@ -7,6 +7,7 @@ bodies carry the FunctionKey and times a real job's do.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 from dataclasses import dataclass
@@ -343,5 +344,56 @@ def test_disabled_the_engine_keeps_the_backoff() -> None:
         reads = await track_jobs(r, 25, "fn.steady")
         assert min(reads) >= 3
         await r.close()
+
+    run(main)
+
+
+def test_a_resumed_tracking_keeps_its_class_and_its_work_s_start() -> None:
+    async def main() -> None:
+        polling: dict[str, Any] = {
+            "initial_delay_s": 0.5, "max_delay_s": 60.0, "adaptive": {"min_samples": 10},
+        }  # fmt: skip
+        r = await rig(**polling)
+        await track_jobs(r, 12, "fn.steady", run_s=30.0)
+        # A job created 4 s before it was handed to us, ending 30 s after its creation.
+        intake = r.clock.monotonic()
+        created, ends = intake - 4.0, intake + 26.0
+        path = "/api/workspace/functions/jobs/J-long"
+
+        def reply(t: float) -> Any:
+            return body(200, {**job_body(7, created, ends, t), "JobId": "J-long"})
+
+        r.transport.script(path, reply)
+        now = r.clock.now()
+        item = NewTracking("trk_long", "default", "function_job", "J-long", now + 600, now, now)
+        [(tracking, _)] = await r.store.create_trackings([item])
+        r.engine.add(tracking)  # no hint: the first read shows the class
+        while r.transport.count(path) < 1:
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(0.5)
+        await r.close()  # a graceful stop: the learned durations are flushed
+        stored = await r.store.get_tracking("trk_long")
+        assert stored is not None and stored.state == "active"
+        assert (stored.work_class, stored.work_started_at) == ("fn.steady", EPOCH + created)
+
+        again = await rig(backend=r.store, **polling)
+        again.transport.script(path, reply)
+        assert await again.engine.resume(again.store) == 1
+        entry = again.engine.entries["trk_long"]
+        assert (entry.work_class, entry.started) == ("fn.steady", EPOCH + created)
+        while again.transport.count(path) < 1:  # the resumed first read (the same body)
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.1)
+        live = again.engine.live(await again.store.get_tracking("trk_long"))  # type: ignore[arg-type]
+        assert live.next_poll_reason == NextPollReason.ADAPTIVE
+        # Planned from the work's own start, where the class ends (30 s after it, to a
+        # bin's width), not 30 s after the intake (34 s after the start) nor by the backoff.
+        assert live.next_poll_at is not None
+        assert EPOCH + created + 27.0 <= live.next_poll_at <= EPOCH + created + 32.0
+        final = await again.final("trk_long", within_s=120)
+        assert final.outcome == "succeeded"
+        # The backoff would read five times or more over those 17 s.
+        assert again.transport.count(path) <= 3
+        await again.close()
 
     run(main)

@@ -156,6 +156,8 @@ async def test_a_database_made_by_001_is_upgraded_with_its_rows(postgres_dsn: st
         old = await store.get_tracking("trk_old")
         # Stored before the source was kept: unknown, never derived again.
         assert old is not None and old.polls == 3 and old.deadline_source is None
+        # Its work class is not known: the first read that shows it writes it.
+        assert (old.work_class, old.work_started_at) == (None, None)
         [record] = await store.events_after(0, 10)
         assert (record.event_id, record.tracking_id, record.sink) == ("evt_old", "trk_old", None)
         gone = DisabledSink("sink:x", 2_500.0, "HTTP 410")

@@ -269,6 +269,25 @@ def test_completed_occurrence_with_its_evidence_is_no_anomaly() -> None:
     assert result.anomalies == [] and "missing_evidence" not in result.finished[0]
 
 
+def test_scan_dates_each_job_occurrence_by_its_own_rows() -> None:
+    t3, t9 = "2030-01-01T00:00:03.000Z", "2030-01-01T00:00:09.000Z"
+    jobs = [
+        job("j1", 2, T0, FunctionKey="ops.tick"),  # Completed: its run's CompletedAt
+        job("j2", 4, T1, FunctionKey="ops.tick", ModifiedAt=t9),  # Cancelled, no run
+        job("j3", 1, T2),  # Leased, no FunctionKey on the row
+    ]
+    runs = [run("r1", "j1", 1, 1, T0, CompletedAt=t3), run("r2", None, 3, 0, T1)]
+    result = scan(FollowState(since=0.0), jobs, runs, JOB, RUN)
+    base = 1_893_456_000.0  # T0
+    times = {k: (t.function_key, t.created_at, t.ended_at) for k, t in result.times.items()}
+    assert times == {
+        "job:j1": ("ops.tick", base, base + 3),
+        "job:j2": ("ops.tick", base + 1, base + 9),
+        "job:j3": (None, base + 2, None),  # running: no end
+    }  # a Skipped run is no job: no times
+    assert all("times" not in o and "function_key" not in o for o in result.finished)
+
+
 def test_scan_failed_retries_and_cancelled_without_run() -> None:
     state = FollowState(since=0.0)
     jobs = [job("j1", 3, T0, LastError="boom"), job("j2", 4, T1), job("j3", 0, T2)]

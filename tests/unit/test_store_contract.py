@@ -318,6 +318,51 @@ async def test_deadline_source_is_stored_and_a_derived_deadline_replaces_it(
     assert ended is not None and (ended.deadline_at, ended.deadline_source) == (10_000.0, "caller")
 
 
+async def test_the_work_class_is_stored_from_intake_and_replaced_by_a_poll(store: Store) -> None:
+    await store.create_trackings([new(1, work_class="Build"), new(2), new(3, work_class="a.b")])
+    created = {t.tracking_id: t for t in await store.load_active()}
+    assert [(created[f"trk_{n}"].work_class, created[f"trk_{n}"].work_started_at)
+            for n in (1, 2, 3)] == [("Build", None), (None, None), ("a.b", None)]  # fmt: skip
+    # A poll that names the class (and the work's start) writes it, one that does not
+    # keeps it; several in one call leave the last one given, with or without an event.
+    changed = event("e-1", "trk_3", type="com.moltaro.orchestrator.tracking.status_changed")
+    await store.record_polls(
+        [
+            poll("trk_1", 1, work_class="Check", work_started_at=990.0),
+            poll("trk_1", 2),
+            poll("trk_2", 1, work_class="fn.x", work_started_at=995.5),
+            poll("trk_2", 2, work_class="fn.y", work_started_at=996.0),
+            poll("trk_3", 1, work_class="a.c", work_started_at=999.0, event=changed),
+        ]
+    )
+    loaded = {t.tracking_id: t for t in await store.load_active()}
+    assert [(loaded[f"trk_{n}"].work_class, loaded[f"trk_{n}"].work_started_at)
+            for n in (1, 2, 3)] == [("Check", 990.0), ("fn.y", 996.0), ("a.c", 999.0)]  # fmt: skip
+    got = await store.get_tracking("trk_2")
+    assert got is not None and (got.work_class, got.work_started_at) == ("fn.y", 996.0)
+    # A terminal row keeps its own.
+    await store.finish([finish("trk_1", "e-2")])
+    await store.record_polls([poll("trk_1", 3, work_class="Build", work_started_at=1.0)])
+    ended = await store.get_tracking("trk_1")
+    assert ended is not None and (ended.work_class, ended.work_started_at) == ("Check", 990.0)
+
+
+async def test_many_classed_poll_results_in_one_call(store: Store) -> None:
+    # More rows than one bulk statement holds, every one with a class.
+    await store.create_trackings([new(i, work_class=f"fn.{i % 3}") for i in range(200)])
+    await store.record_polls(
+        [poll(f"trk_{i}", 2, work_class=f"fn.{i % 5}", work_started_at=900.0 + i)
+         for i in range(200)]
+    )  # fmt: skip
+    rows = {t.tracking_id: t for t in await store.load_active()}
+    assert len(rows) == 200
+    assert all(
+        (rows[f"trk_{i}"].work_class, rows[f"trk_{i}"].work_started_at)
+        == (f"fn.{i % 5}", 900.0 + i)
+        for i in range(200)
+    )
+
+
 async def test_record_polls_ignores_terminal_and_unknown_rows(store: Store) -> None:
     await store.create_trackings([new(1), new(2)])
     await store.finish([finish("trk_1", "evt_fin", "sink:a")])
