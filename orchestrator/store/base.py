@@ -376,8 +376,11 @@ class Store(Protocol):
         """Extend every lease this process holds; returns the trackings whose lease
         could not be renewed (it had passed, or another process holds it now)."""
 
-    async def release_leases(self, tracking_ids: Sequence[str] | None = None) -> None:
-        """Give leases up (None: all) so that other processes claim them at once."""
+    async def release_leases(
+        self, tracking_ids: Sequence[str] | None = None, *, hold_s: float = 0.0
+    ) -> None:
+        """Give leases up (None: all) so that other processes claim them at once, or
+        ``hold_s`` from now."""
 
     def forget_leases(self) -> None:
         """Drop every lease held, without asking the database (it is unreachable and

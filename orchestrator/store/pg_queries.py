@@ -193,8 +193,10 @@ RENEW = (
     " AND t.tracking_id IN (SELECT tracking_id FROM locked)"
     f" AND t.state = 'active' AND t.lease_until >= {NOW} RETURNING t.tracking_id"
 )
+# Claimable at once ($3 = 0), or $3 seconds from now (a hand-over: see engine/replica.py).
 RELEASE = (
-    f"{_HELD} UPDATE trackings t SET lease_owner = NULL, lease_until = 0 FROM b"
+    f"{_HELD} UPDATE trackings t SET lease_owner = NULL,"
+    f" lease_until = CASE WHEN $3::float8 > 0 THEN {NOW} + $3 ELSE 0 END FROM b"
     " WHERE t.tracking_id = b.id AND t.lease_token = b.tok"
     " AND t.tracking_id IN (SELECT tracking_id FROM locked) AND t.state = 'active'"
 )
