@@ -301,7 +301,9 @@ class Store(Protocol):
     ) -> list[Delivery]:
         """Pending deliveries of one destination due at or before ``now``, oldest
         first; each claimed one is pushed to ``now + lease_s`` so that a worker
-        that dies mid-attempt leaves it due again rather than lost."""
+        that dies mid-attempt leaves it due again rather than lost. None while the
+        destination is disabled (``disable_sink``): on a shared store, from the
+        commit of that state on, whether or not this process has heard of it."""
 
     async def pending_destinations(self) -> list[str]:
         """Destinations that have pending deliveries (configured or not)."""

@@ -21,7 +21,7 @@ NOW = "extract(epoch FROM clock_timestamp())::float8"
 # Taken before any seq is assigned and held to commit: seq order is commit order.
 EVENTS_LOCK_KEY = 0x6F7263685F657674  # "orch_evt"
 MIGRATION_LOCK_KEY = 0x6F7263685F6D6967  # "orch_mig"
-CHANNEL = "orchestrator"  # LISTEN/NOTIFY: payload "work" or "events"
+CHANNEL = "orchestrator"  # LISTEN/NOTIFY: payload "work", "events" or "sinks"
 
 T_COLUMNS = ", ".join(f"t.{c.strip()}" for c in TRACKING_COLUMNS.split(","))
 # Where CLAIM's two extra columns (the new lease token, the previous owner) start.
@@ -233,10 +233,13 @@ LAST_EVENT_SEQ = "SELECT seq FROM event_seq_high WHERE id = 1"
 # -- deliveries -----------------------------------------------------------------------------
 
 _DELIVERY_FROM = "FROM deliveries d JOIN events e ON e.seq = d.event_seq"
-# Oldest first; a delivery another replica is claiming is skipped, not waited for.
+# Oldest first; a delivery another replica is claiming is skipped, not waited for. A
+# sink one replica disabled gets nothing from any replica from its commit on, even
+# before the others have heard of it.
 CLAIM_DELIVERIES = (
     "WITH due AS (SELECT delivery_id, next_attempt_at AS was FROM deliveries"
     " WHERE destination = $1 AND state = 'pending' AND next_attempt_at <= $2"
+    " AND NOT EXISTS (SELECT 1 FROM disabled_sinks s WHERE s.destination = $1)"
     " ORDER BY next_attempt_at, delivery_id LIMIT $3 FOR UPDATE SKIP LOCKED),"
     " leased AS (UPDATE deliveries d SET next_attempt_at = $4 FROM due"
     "   WHERE d.delivery_id = due.delivery_id RETURNING d.*, due.was)"
