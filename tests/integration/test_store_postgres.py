@@ -154,7 +154,8 @@ async def test_a_database_made_by_001_is_upgraded_with_its_rows(postgres_dsn: st
     await store.open()
     try:
         old = await store.get_tracking("trk_old")
-        # Stored before the source was kept: unknown, never derived again.
+        # Stored before the source was kept: unknown to the store (the engine judges
+        # it by the deadline's length: engine/decision.defaulted).
         assert old is not None and old.polls == 3 and old.deadline_source is None
         [record] = await store.events_after(0, 10)
         assert (record.event_id, record.tracking_id, record.sink) == ("evt_old", "trk_old", None)
