@@ -258,7 +258,7 @@ async def test_three_replicas_share_the_work_and_survive_a_kill(cluster: Cluster
     # Each holds what it accepted, or, where a renewal came mid-intake and it handed
     # some back (engine/replica.py), its share within the slack.
     async with asyncio.timeout(30):
-        while not all(450 <= await _held(c, r) <= 550 for r in c.replicas):
+        while not all(450 <= n <= 550 for n in [await _held(c, r) for r in c.replicas]):
             await asyncio.sleep(0.2)
 
     c.replicas[1].kill()
