@@ -190,6 +190,11 @@ class Metrics:
             "Trackings claimed after another replica's lease ran out.",
             registry=r,
         )
+        self.lease_handovers_total = Counter(
+            "orchestrator_lease_handovers_total",
+            "Trackings this replica handed back to its peers, holding more than its share.",
+            registry=r,
+        )
         self.store_up = Gauge(
             "orchestrator_store_up",
             "1 while the shared store answers this replica's lease renewals.",

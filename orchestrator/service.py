@@ -263,8 +263,15 @@ class Service:
         spawn("replica", replica.run(side_stop))
         store = runtime.store
         if isinstance(store, PostgresStore):
+
+            def notified(payload: str) -> None:
+                if payload == "sinks":
+                    deliveries.sinks_changed()
+                else:
+                    replica.notified(payload)
+
             listener = Listener(
-                store.connect_kwargs, replica.notified, runtime.metrics.store_listener_up.set
+                store.connect_kwargs, notified, runtime.metrics.store_listener_up.set
             )
             spawn("store-listener", listener.run(side_stop))
 

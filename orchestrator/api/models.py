@@ -232,7 +232,9 @@ class TrackingOut(BaseModel):
         description=(
             "which rule set deadline_at: caller (deadline_at or timeout_s), derived (a function "
             "job's, from its TimeoutSeconds, attempts and retry delays once a read showed them) "
-            "or default (polling.default_deadline_s); null for trackings stored before it was kept"
+            "or default (polling.default_deadline_s); null for trackings stored by a build that "
+            "did not keep it (such a deadline exactly default_deadline_s after intake is still "
+            "derived, as intake's default would be)"
         ),
     )
     created_at: str

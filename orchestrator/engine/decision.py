@@ -37,6 +37,21 @@ class PollState(Protocol):
     anomaly: dict[str, Any] | None  # while failing closed: the last contract anomaly
 
 
+# Two wall times this close are one instant of intake (float arithmetic, not a caller).
+SAME_INSTANT_S = 1e-3
+
+
+def defaulted(s: PollState, p: PollingConfig) -> bool:
+    """Whether the deadline is ``polling.default_deadline_s``'s, which a function job's
+    own budget then replaces. A row stored by a build that did not record the source
+    (NULL: before migration 005 on SQLite, 002 on PostgreSQL, or an old replica still
+    running mid-upgrade) is judged by intake's rule from what it kept: only the
+    default deadline lies exactly that far after intake; anything else was a caller's."""
+    if s.deadline_source is not None:
+        return s.deadline_source == DeadlineSource.DEFAULT
+    return abs(s.deadline - s.created_at - p.default_deadline_s) < SAME_INSTANT_S
+
+
 @dataclass(slots=True)
 class Decision:
     """What to do after one poll, and the tracking's state after it.
@@ -114,7 +129,7 @@ def decide(
     d = Decision(s.fingerprint, s.digest, s.remote_status, j.error, s.nf_count, s.nf_first)
     d.anomaly = s.anomaly
     deadline_mono = s.deadline_mono
-    if j.budget_s is not None and s.deadline_source == DeadlineSource.DEFAULT:
+    if j.budget_s is not None and defaulted(s, p):
         # No deadline from the caller: the job's own budget, from the intake time.
         d.deadline = s.created_at + min(j.budget_s + p.deadline_margin_s, p.max_deadline_s)
         deadline_mono = d.deadline + (now_m - now_w)

@@ -11,6 +11,12 @@ When the store cannot be reached, reads stop before the leases could have run
 out, and the leases are forgotten once they must have; nothing acknowledged is
 lost (it is all in the store) and work is claimed again once the store answers.
 
+Work spreads to a replica that joins late: at each renewal, a replica holding
+more than its fair share (plus a slack, so that small swings move nothing) hands
+the excess back. It forgets those trackings (none is being read: only entries
+waiting in the schedule are chosen), writes their counters, and releases their
+leases to be claimed, after a gap, through the ordinary claim path.
+
 Each workspace's limits are split evenly by the live replica count from the
 heartbeat table (``WorkspaceGate.set_share``): no round trip to the database per
 request, and a replica that loses the database keeps the share it had.
@@ -52,6 +58,10 @@ VALID_FRACTION = 2 / 3
 RENEW_BOUND_FRACTION = 1 / 3
 CLAIM_EVERY_S = 1.0  # the polling fallback behind LISTEN/NOTIFY
 GAUGES_EVERY_S = 5.0
+# A replica hands work back only when above its share by more than this (a tenth of
+# the share, at least REBALANCE_SLACK_MIN): churn of a few trackings moves nothing.
+REBALANCE_SLACK_FRACTION = 0.1
+REBALANCE_SLACK_MIN = 2
 
 
 def fair_claim(claim_batch: int, active: int, peers: int, held: int) -> int:
@@ -59,6 +69,14 @@ def fair_claim(claim_batch: int, active: int, peers: int, held: int) -> int:
     what this replica holds), never more than ``claim_batch`` in one statement."""
     share = math.ceil(active / max(1, peers))
     return max(0, min(claim_batch, share - held))
+
+
+def excess(active: int, peers: int, held: int) -> int:
+    """How many trackings to hand back: down to the even share, once more than the
+    share and its slack are held (0 otherwise)."""
+    share = math.ceil(active / max(1, peers))
+    slack = max(REBALANCE_SLACK_MIN, math.ceil(share * REBALANCE_SLACK_FRACTION))
+    return held - share if held > share + slack else 0
 
 
 class ClaimedBatch:
@@ -148,9 +166,10 @@ class Replica:
                 if lag > self._stall_s:
                     await self._give_up(lag)
                 else:
-                    if self._mono() >= self._next_renew:
-                        await self._renew()
+                    renewed = self._mono() >= self._next_renew and await self._renew()
                     if self.state == "holding" and not self._engine.stopping:
+                        if renewed:
+                            await self._rebalance()
                         await self._claim()
                 self._set_gauges()
             due = self._mono() + self._claim_every
@@ -158,7 +177,7 @@ class Replica:
             await _wait_either(stop, self._wake, self._claim_every)
             lateness = max(0.0, self._mono() - due)
 
-    async def _renew(self) -> None:
+    async def _renew(self) -> bool:
         sent = self._mono()
         bound = self._timeout * RENEW_BOUND_FRACTION
         try:
@@ -167,10 +186,10 @@ class Replica:
                 peers = await self._store.heartbeat(len(self._engine.entries))
         except StoreError as exc:
             self._store_trouble(exc)
-            return
+            return False
         except TimeoutError:
             self._store_trouble(StoreUnavailable(f"lease renewal unanswered after {bound:g} s"))
-            return
+            return False
         if self.state == "store_unavailable" and self._counts:
             # Back after an outage: peers reappear one by one as they reconnect (each
             # after its own retry and reconnection), so the count from before it
@@ -191,6 +210,7 @@ class Replica:
         for gate in self._gates:
             gate.set_share(share)
             gate.leases_valid_until = sent + self._timeout * VALID_FRACTION
+        return True
 
     def _divisor(self, now: float, live: int) -> int:
         """The largest live count seen over the last lease timeout: a replica that
@@ -261,6 +281,47 @@ class Replica:
         )
         if len(claimed.trackings) >= limit:
             self._wake.set()  # more may be waiting: claim again without the interval
+
+    async def _rebalance(self) -> None:
+        """Hand back what this replica holds above its share (a newcomer has joined, or
+        intake came in through this replica): the trackings due last, none mid-read."""
+        engine = self._engine
+        try:
+            counts = await self._store.active_counts()
+        except StoreError as exc:
+            self._store_trouble(exc)
+            return
+        n = excess(sum(counts.values()), len(self.peers), len(engine.entries))
+        if n <= 0:
+            return
+        waiting = [e for s in engine.schedulers.values() for e in s.waiting()]
+        chosen = sorted(waiting, key=lambda e: e.due, reverse=True)[:n]
+        if not chosen:
+            return
+        now_m = engine.clock.monotonic()
+        for entry in chosen:
+            self._drop(entry.tracking_id)  # from now on nothing reads or writes it
+        offset = engine.clock.now() - now_m
+        await engine.writer.checkpoint(chosen, lambda mono: mono + offset)
+        ids = [e.tracking_id for e in chosen]
+        # Claimable after the gap a lapsed lease leaves between its holders' reads.
+        hold = self._timeout * (1 - VALID_FRACTION)
+        # Both steps bounded within what a renewal may take, so the next one is on time.
+        bound = self._timeout * RENEW_BOUND_FRACTION / 2
+        with contextlib.suppress(StoreError, TimeoutError):  # unwritten: the next holder reads
+            async with asyncio.timeout(bound):
+                await engine.writer.flush()  # the counters and any last poll results
+        try:
+            async with asyncio.timeout(bound):
+                # Out of the lease book before the first await: never written again.
+                await self._store.release_leases(ids, hold_s=hold)
+        except (StoreError, TimeoutError) as exc:
+            log.warning("handed-back leases left to run out: %s", exc or "timed out")
+        self._metrics.lease_handovers_total.inc(len(ids))
+        log.info(
+            "handed trackings back to peers",
+            extra={"fields": {"count": len(ids), "held": len(engine.entries)}},
+        )
 
     def _drop(self, tracking_id: str) -> None:
         """Forget a tracking another replica may hold now: no write, no remote call.

@@ -70,6 +70,7 @@ class DeliveryService:
         self._timeout = aiohttp.ClientTimeout(total=events.delivery_timeout_s)
         self._lease_s = events.delivery_timeout_s + LEASE_MARGIN_S
         self._stopping = asyncio.Event()
+        self._sinks_changed = asyncio.Event()
         self._grace_s = events.delivery_timeout_s
         self._tg: asyncio.TaskGroup | None = None
         self._side_tasks: list[asyncio.Task[None]] = []
@@ -173,10 +174,17 @@ class DeliveryService:
                 for dest in self._dests.values():
                     dest.wake.set()
 
+    def sinks_changed(self) -> None:
+        """Another replica disabled or enabled a sink (its NOTIFY): read the states now."""
+        self._sinks_changed.set()
+
     async def _refresh_loop(self) -> None:
         while True:
             await self._refresh_pending()
-            await asyncio.sleep(PENDING_REFRESH_S)
+            self._sinks_changed.clear()
+            if self._store.shares_work:  # other replicas' changes, without a restart
+                await self._states.sync()
+            await wait_event(self._sinks_changed, PENDING_REFRESH_S)
 
     async def _refresh_pending(self) -> None:
         try:
@@ -310,12 +318,14 @@ class DeliveryService:
             sink=dest.label, result=decision.result
         )
         if decision.gone and dest.is_sink:
-            # Kept pending: a disabled sink's events wait for it to be enabled.
+            # Disabled first, so that no other replica claims it back in between (a
+            # shared store's claims skip disabled sinks); kept pending, to wait for
+            # the sink to be enabled.
+            dest.last_error = decision.error
+            await self._states.disable(dest, now, decision.error or "HTTP 410")
             error = f"{decision.error}; the sink is disabled"
             await self._store.mark_retry(delivery.delivery_id, now, decision.status, error)
-            dest.last_error = decision.error
             self._metrics.event_deliveries_total.labels(sink=dest.label, result="retry").inc()
-            await self._states.disable(dest, now, decision.error or "HTTP 410")
             return
         if dest.is_sink:
             why = dest.health(decision, now, self._events.disable_after_s)

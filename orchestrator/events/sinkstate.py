@@ -4,6 +4,10 @@ A sink disabled by a 410 or by ``events.disable_after_s`` stays disabled across
 restarts (the store keeps it) until ``POST /v1/sinks/{name}/enable``. Each change
 is written with its operational CloudEvent (``sink.disabled`` / ``sink.enabled``)
 in one transaction, so the other sinks hear of it exactly as of a tracking's end.
+
+Replicas on one store share the state: ``sync`` adopts what another replica
+stored (woken by its NOTIFY, else on the delivery workers' refresh interval),
+and records nothing itself, so each change keeps its one event.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from orchestrator.errors import StoreUnavailable
+from orchestrator.errors import StoreError, StoreUnavailable
 from orchestrator.events.bus import EventBus
 from orchestrator.events.cloudevents import (
     SINK_DISABLED,
@@ -41,6 +45,7 @@ class SinkStates:
         self._bus = bus
         self._dests = dests
         self.loaded = False
+        self._changes = 0  # local changes: a sync that read before one of them is void
 
     async def load(self) -> None:
         """The stored disabled states onto the configured sinks (once, at start)."""
@@ -58,9 +63,33 @@ class SinkStates:
             )
         self.loaded = True
 
+    async def sync(self) -> None:
+        """Adopt the disabled states other replicas stored, and their enables."""
+        before = self._changes
+        try:
+            stored = {s.destination: s for s in await self._store.disabled_sinks()}
+        except StoreError as exc:
+            log.warning("sink states not read: %s", exc)
+            return
+        if self._changes != before:
+            return  # this replica changed one meanwhile: the rows read may predate it
+        for dest in self._dests.values():
+            row = stored.get(dest.key)
+            if dest.url is None or not dest.is_sink:
+                continue
+            if row is not None and dest.disable(row.since, row.reason):
+                dest.saved = True  # stored already, with its event
+                self._metrics.sink_disabled.labels(sink=dest.label).set(1)
+                log.warning("sink %s disabled by another replica: %s", dest.label, row.reason)
+            elif row is None and dest.disabled is not None and dest.saved:
+                dest.enable()
+                self._metrics.sink_disabled.labels(sink=dest.label).set(0)
+                log.info("sink %s enabled by another replica", dest.label)
+
     async def disable(self, dest: Destination, now: float, why: str) -> None:
         if dest.url is None or not dest.disable(now, why):
             return  # a sink no longer configured drains to dead; or it already was
+        self._changes += 1
         self._metrics.sink_disabled.labels(sink=dest.label).set(1)
         log.warning(
             "sink %s disabled: %s; POST /v1/sinks/%s/enable to resume",
@@ -84,6 +113,7 @@ class SinkStates:
             log.warning("sink %s: disabled state not stored yet: %s", dest.label, exc)
             return
         dest.saved = True
+        self._changes += 1
         self._bus.publish()  # the other sinks' workers claim the event now
 
     async def enable(self, name: str, now: float) -> bool | None:
@@ -92,8 +122,11 @@ class SinkStates:
         dest = self._dests.get(sink_destination(name))
         if dest is None or dest.url is None:
             return None
+        if dest.disabled is None and self._store.shares_work:
+            await self.sync()  # disabled by another replica a moment ago?
         if dest.disabled is None:
             return False
+        self._changes += 1
         # Written only where the disabled state was (a state the store never took
         # had no event either, so neither has its end).
         event = await self._event(SINK_ENABLED, dest, now, enabled=True)

@@ -112,6 +112,8 @@ class MemoryLog:
         self, destination: str, now: float, limit: int, lease_s: float
     ) -> list[Delivery]:
         self._write()
+        if destination in self._disabled:
+            return []
         due = sorted(
             (
                 d

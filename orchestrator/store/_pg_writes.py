@@ -212,6 +212,7 @@ async def disable_sink(conn: Connection, sink: DisabledSink, event: NewEvent) ->
     events = EventWriter(conn)
     await events.append(event)
     await events.close()
+    await conn.execute(q.NOTIFY, q.CHANNEL, "sinks")  # the other replicas adopt it
     return True
 
 
@@ -222,4 +223,5 @@ async def enable_sink(conn: Connection, destination: str, event: NewEvent) -> bo
     events = EventWriter(conn)
     await events.append(event)
     await events.close()
+    await conn.execute(q.NOTIFY, q.CHANNEL, "sinks")  # the other replicas adopt it
     return True

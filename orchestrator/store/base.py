@@ -308,7 +308,9 @@ class Store(Protocol):
     ) -> list[Delivery]:
         """Pending deliveries of one destination due at or before ``now``, oldest
         first; each claimed one is pushed to ``now + lease_s`` so that a worker
-        that dies mid-attempt leaves it due again rather than lost."""
+        that dies mid-attempt leaves it due again rather than lost. None while the
+        destination is disabled (``disable_sink``): on a shared store, from the
+        commit of that state on, whether or not this process has heard of it."""
 
     async def pending_destinations(self) -> list[str]:
         """Destinations that have pending deliveries (configured or not)."""
@@ -383,8 +385,11 @@ class Store(Protocol):
         """Extend every lease this process holds; returns the trackings whose lease
         could not be renewed (it had passed, or another process holds it now)."""
 
-    async def release_leases(self, tracking_ids: Sequence[str] | None = None) -> None:
-        """Give leases up (None: all) so that other processes claim them at once."""
+    async def release_leases(
+        self, tracking_ids: Sequence[str] | None = None, *, hold_s: float = 0.0
+    ) -> None:
+        """Give leases up (None: all) so that other processes claim them at once, or
+        ``hold_s`` from now."""
 
     def forget_leases(self) -> None:
         """Drop every lease held, without asking the database (it is unreachable and

@@ -2,9 +2,10 @@
 
 One connection of its own (a pooled one would be handed to other work), on
 channel ``orchestrator``: ``work`` when leases were released, ``events`` when
-events were committed. Notifications only wake; claims and reads still poll on
-their own intervals, so a lost listener costs latency, never work. A lost
-connection is retried with a growing delay; ``up`` reports the state (the
+events were committed, ``sinks`` when a sink was disabled or enabled.
+Notifications only wake; claims and reads still poll on their own intervals,
+so a lost listener costs latency, never work. A lost connection is retried
+with a growing delay; ``up`` reports the state (the
 ``orchestrator_store_listener_up`` gauge).
 """
 
@@ -66,6 +67,7 @@ class Listener:
             # Whatever happened while no one listened: wake everything once.
             self._on_message("work")
             self._on_message("events")
+            self._on_message("sinks")
             while not stop.is_set() and not lost.is_set():
                 await wait_event(stop, CHECK_S)
                 if not stop.is_set():

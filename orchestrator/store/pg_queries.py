@@ -21,7 +21,7 @@ NOW = "extract(epoch FROM clock_timestamp())::float8"
 # Taken before any seq is assigned and held to commit: seq order is commit order.
 EVENTS_LOCK_KEY = 0x6F7263685F657674  # "orch_evt"
 MIGRATION_LOCK_KEY = 0x6F7263685F6D6967  # "orch_mig"
-CHANNEL = "orchestrator"  # LISTEN/NOTIFY: payload "work" or "events"
+CHANNEL = "orchestrator"  # LISTEN/NOTIFY: payload "work", "events" or "sinks"
 
 T_COLUMNS = ", ".join(f"t.{c.strip()}" for c in TRACKING_COLUMNS.split(","))
 # Where CLAIM's two extra columns (the new lease token, the previous owner) start.
@@ -85,8 +85,9 @@ _POLL_ARRAYS = (
 # derived deadline (dl, dls) and the work's class and start (wc, wst) are written with
 # them, fenced alike (NULL: unchanged).
 RECORD_POLLS = (
-    f"WITH u AS (SELECT * FROM {_POLL_ARRAYS}),"
-    " locked AS (SELECT t.tracking_id FROM trackings t JOIN u ON t.tracking_id = u.id"
+    f"WITH a AS (SELECT * FROM {_POLL_ARRAYS}),"
+    " u AS (SELECT a.* FROM trackings t JOIN a ON t.tracking_id = a.id"
+    f"   WHERE t.state = 'active' AND t.lease_token = a.tok AND t.lease_until >= {NOW}"
     "   ORDER BY t.tracking_id FOR NO KEY UPDATE OF t)"
     " UPDATE trackings t SET polls = u.polls, last_polled_at = u.lpa, next_poll_at = u.npa,"
     " last_error = u.err,"
@@ -98,9 +99,7 @@ RECORD_POLLS = (
     " deadline_source = CASE WHEN u.dl IS NULL THEN t.deadline_source ELSE u.dls END,"
     " work_class = coalesce(u.wc, t.work_class),"
     " work_started_at = coalesce(u.wst, t.work_started_at)"
-    " FROM u WHERE t.tracking_id = u.id AND t.tracking_id IN (SELECT tracking_id FROM locked)"
-    f" AND t.state = 'active' AND t.lease_token = u.tok AND t.lease_until >= {NOW}"
-    " RETURNING t.tracking_id"
+    " FROM u WHERE t.tracking_id = u.id RETURNING t.tracking_id"
 )
 
 _FINISH_SET = (
@@ -184,22 +183,25 @@ CLAIM = (
     " FROM picked WHERE t.tracking_id = picked.tracking_id"
     f" RETURNING {T_COLUMNS_ACTIVE}, t.lease_token, picked.prev"
 )
+# The rows still held, checked and locked in one CTE; the update joins the table to it
+# by primary key alone. A second CTE join (``IN (SELECT ... FROM locked)``) was planned
+# as a nested loop over both, quadratic: 17 s to renew 10,000 leases, past the bound.
 _HELD = (
-    "WITH b AS (SELECT * FROM unnest($1::text[], $2::bigint[]) AS b(id, tok)),"
-    " locked AS (SELECT t.tracking_id FROM trackings t"
-    "   JOIN b ON t.tracking_id = b.id AND t.lease_token = b.tok"
-    "   ORDER BY t.tracking_id FOR NO KEY UPDATE OF t)"
+    "WITH a AS (SELECT * FROM unnest($1::text[], $2::bigint[]) AS a(id, tok)),"
+    " b AS (SELECT a.id FROM trackings t"
+    "   JOIN a ON t.tracking_id = a.id AND t.lease_token = a.tok WHERE t.state = 'active'"
 )
 RENEW = (
-    f"{_HELD} UPDATE trackings t SET lease_until = {NOW} + $3 FROM b"
-    " WHERE t.tracking_id = b.id AND t.lease_token = b.tok"
-    " AND t.tracking_id IN (SELECT tracking_id FROM locked)"
-    f" AND t.state = 'active' AND t.lease_until >= {NOW} RETURNING t.tracking_id"
+    f"{_HELD} AND t.lease_until >= {NOW} ORDER BY t.tracking_id FOR NO KEY UPDATE OF t)"
+    f" UPDATE trackings t SET lease_until = {NOW} + $3 FROM b"
+    " WHERE t.tracking_id = b.id RETURNING t.tracking_id"
 )
+# Claimable at once ($3 = 0), or $3 seconds from now (a hand-over: see engine/replica.py).
 RELEASE = (
-    f"{_HELD} UPDATE trackings t SET lease_owner = NULL, lease_until = 0 FROM b"
-    " WHERE t.tracking_id = b.id AND t.lease_token = b.tok"
-    " AND t.tracking_id IN (SELECT tracking_id FROM locked) AND t.state = 'active'"
+    f"{_HELD} ORDER BY t.tracking_id FOR NO KEY UPDATE OF t)"
+    " UPDATE trackings t SET lease_owner = NULL,"
+    f" lease_until = CASE WHEN $3::float8 > 0 THEN {NOW} + $3 ELSE 0 END FROM b"
+    " WHERE t.tracking_id = b.id"
 )
 # At start-up: whatever an earlier process of the same replica id still held.
 RELEASE_OWNER = (
@@ -234,10 +236,13 @@ LAST_EVENT_SEQ = "SELECT seq FROM event_seq_high WHERE id = 1"
 # -- deliveries -----------------------------------------------------------------------------
 
 _DELIVERY_FROM = "FROM deliveries d JOIN events e ON e.seq = d.event_seq"
-# Oldest first; a delivery another replica is claiming is skipped, not waited for.
+# Oldest first; a delivery another replica is claiming is skipped, not waited for. A
+# sink one replica disabled gets nothing from any replica from its commit on, even
+# before the others have heard of it.
 CLAIM_DELIVERIES = (
     "WITH due AS (SELECT delivery_id, next_attempt_at AS was FROM deliveries"
     " WHERE destination = $1 AND state = 'pending' AND next_attempt_at <= $2"
+    " AND NOT EXISTS (SELECT 1 FROM disabled_sinks s WHERE s.destination = $1)"
     " ORDER BY next_attempt_at, delivery_id LIMIT $3 FOR UPDATE SKIP LOCKED),"
     " leased AS (UPDATE deliveries d SET next_attempt_at = $4 FROM due"
     "   WHERE d.delivery_id = due.delivery_id RETURNING d.*, due.was)"

@@ -211,13 +211,15 @@ class PostgresStore:
         self.book.drop(lost)
         return lost
 
-    async def release_leases(self, tracking_ids: Sequence[str] | None = None) -> None:
+    async def release_leases(
+        self, tracking_ids: Sequence[str] | None = None, *, hold_s: float = 0.0
+    ) -> None:
         ids, tokens = self.book.arrays(tracking_ids)
         if not ids:
             return
         self.book.drop(ids)  # given up whatever the database says: never written again
         async with self._pool.connection("release failed", transaction=True) as conn:
-            await conn.execute(q.RELEASE, ids, tokens)
+            await conn.execute(q.RELEASE, ids, tokens, hold_s)
             await conn.execute(q.NOTIFY, q.CHANNEL, "work")
 
     def forget_leases(self) -> None:

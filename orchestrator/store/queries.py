@@ -202,6 +202,7 @@ _DELIVERY_FROM = "FROM deliveries d JOIN events e ON e.seq = d.event_seq"
 DUE_DELIVERIES = (
     f"SELECT {DELIVERY_COLUMNS} {_DELIVERY_FROM}"
     " WHERE d.destination = ? AND d.state = 'pending' AND d.next_attempt_at <= ?"
+    " AND NOT EXISTS (SELECT 1 FROM disabled_sinks s WHERE s.destination = d.destination)"
     " ORDER BY d.next_attempt_at, d.delivery_id LIMIT ?"
 )
 LEASE_DELIVERY = "UPDATE deliveries SET next_attempt_at = ? WHERE delivery_id = ?"

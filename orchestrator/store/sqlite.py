@@ -319,7 +319,9 @@ class SqliteStore:
     async def renew_leases(self) -> list[str]:
         return []
 
-    async def release_leases(self, tracking_ids: Sequence[str] | None = None) -> None:
+    async def release_leases(
+        self, tracking_ids: Sequence[str] | None = None, *, hold_s: float = 0.0
+    ) -> None:
         return None
 
     def forget_leases(self) -> None:

@@ -146,7 +146,11 @@ class Rig:
     made: int = 0
 
     async def track(
-        self, kind: str, remote_id: str, deadline_s: float = 3600, deadline_source: str = "caller"
+        self,
+        kind: str,
+        remote_id: str,
+        deadline_s: float = 3600,
+        deadline_source: str | None = "caller",
     ) -> Tracking:
         """``deadline_source="default"``: as intake without the caller's deadline."""
         self.made += 1

@@ -44,3 +44,27 @@ def test_a_caller_deadline_is_not_derived() -> None:
         await r.close()
 
     run(main)
+
+
+def test_a_row_without_a_source_is_judged_by_its_deadline() -> None:
+    """Rows a build that kept no source stored (an old replica mid-upgrade): the
+    default deadline, exactly default_deadline_s after intake, is derived; any other
+    was a caller's and is kept."""
+
+    async def main() -> None:
+        r = await rig()
+        for i in (1, 2):
+            leased = {"JobId": f"J-{i}", "Status": "Leased"}
+            leased.update(TimeoutSeconds=10, EffectiveMaxAttempts=1)
+            r.transport.script(f"/api/workspace/functions/jobs/J-{i}", body(200, leased))
+        default = await r.track("function_job", "J-1", deadline_s=3600, deadline_source=None)
+        caller = await r.track("function_job", "J-2", deadline_s=900, deadline_source=None)
+        final = await r.final(default.tracking_id)
+        # 10 s x 1 attempt + the 60 s margin, from the intake.
+        derived = default.created_at + 10 + 60
+        assert (final.deadline_at, final.deadline_source) == (derived, "derived")
+        kept = await r.final(caller.tracking_id)
+        assert (kept.deadline_at, kept.deadline_source) == (caller.created_at + 900, None)
+        await r.close()
+
+    run(main)

@@ -255,7 +255,11 @@ async def test_three_replicas_share_the_work_and_survive_a_kill(cluster: Cluster
         while (ready := await c.get(c.replicas[0], "/readyz"))["peers"] != ["r0", "r1", "r2"]:
             await asyncio.sleep(0.2)
     assert ready["replica"] == "r0"
-    assert [await _held(c, r) for r in c.replicas] == [500, 500, 500]
+    # Each holds what it accepted, or, where a renewal came mid-intake and it handed
+    # some back (engine/replica.py), its share within the slack.
+    async with asyncio.timeout(30):
+        while not all(450 <= n <= 550 for n in [await _held(c, r) for r in c.replicas]):
+            await asyncio.sleep(0.2)
 
     c.replicas[1].kill()
     survivors = [c.replicas[0], c.replicas[2]]

@@ -840,9 +840,12 @@ async def test_operational_events_share_the_log_with_tracking_events(store: Stor
     # A replay to the disabled sink leaves out the event about itself; to another
     # sink it is sent again like any event.
     assert await store.replay_deliveries("sink:a", ReplaySpan(), now=5_000.0) == 3
+    # Nothing is claimed for a disabled sink; once enabled, what waited for it.
+    assert await store.claim_deliveries("sink:a", now=5_000.0, limit=10, lease_s=30) == []
+    assert await store.enable_sink("sink:a", sink_event("op_2", "sink:a", "sink:b"))
     to_a = await store.claim_deliveries("sink:a", now=5_000.0, limit=10, lease_s=30)
     assert [d.event_id for d in to_a] == ["evt_0", "evt_1", "evt_9"]
-    assert await store.replay_deliveries("sink:b", ReplaySpan(), now=5_000.0) == 4
+    assert await store.replay_deliveries("sink:b", ReplaySpan(), now=5_000.0) == 5
 
 
 async def test_settled_operational_events_are_pruned_by_age(store: Store) -> None:
