@@ -232,12 +232,16 @@ def _check_reads(c: Cluster, plan: dict[str, str]) -> int:
                 handovers += 1
                 assert t1 - t0 >= HANDOVER_GAP_S, (rid, a, b, t1 - t0)
     stamps = sorted(r["t"] for r in c.sim.state.log.requests(None) if r["route"] != "control")
+    # The simulator stamps a request when its own loop reads it: a stall of that loop
+    # (two shared cores, PostgreSQL restarting beside it) bunches a tenth of a second's
+    # requests into one instant. Two-second windows halve that artifact; a replica
+    # over its share by a tenth still shows.
     busiest, start = 0, 0
-    for end, t in enumerate(stamps):  # the most requests in any one-second window
-        while stamps[start] <= t - 1.0:
+    for end, t in enumerate(stamps):  # the most requests in any two-second window
+        while stamps[start] <= t - 2.0:
             start += 1
         busiest = max(busiest, end - start + 1)
-    assert busiest <= RATE * 1.1, busiest  # a little room for the share changing hands
+    assert busiest <= 2 * RATE * 1.1, busiest  # a little room for the share changing hands
     return handovers
 
 
