@@ -14,6 +14,7 @@ first; at most ``metrics.max_classes`` of them get label values of their own.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import sys
@@ -30,7 +31,7 @@ from orchestrator.engine.durations import DurationSketch, merged
 from orchestrator.engine.workclass import CLASS_RE, seen
 from orchestrator.errors import StoreError
 from orchestrator.interpret import TERMINAL_PHASES
-from orchestrator.store.base import Store, WorkClassMerge
+from orchestrator.store.base import Store, WorkClassMerge, WorkClassSummary
 
 if TYPE_CHECKING:
     from orchestrator.clock import Clock
@@ -49,11 +50,12 @@ _REPLAN_S = 1.0  # a busy class's grid is drawn again at most this often
 
 
 class _Class:
-    __slots__ = ("delta", "grid", "planned_at", "sketch", "stale")
+    __slots__ = ("delta", "grid", "planned_at", "seen", "sketch", "stale")
 
     def __init__(self, sketch: DurationSketch) -> None:
         self.sketch = sketch  # all that is known: the stored summary and the delta since
         self.delta = DurationSketch()  # learned here since the last flush
+        self.seen: dict[str, Any] | None = None  # the stored summary last adopted
         self.grid: tuple[float, ...] = ()
         self.stale = True
         self.planned_at = float("-inf")
@@ -242,7 +244,7 @@ class Learner:
         for row in rows:
             key = (row.workspace, row.kind, row.work_class)
             sketch = DurationSketch.from_json(row.summary)
-            self._admit(key, sketch)
+            self._admit(key, sketch).seen = row.summary
             if self._label(key):
                 self._show(row.workspace, row.kind, row.work_class, sketch)
             else:
@@ -253,13 +255,12 @@ class Learner:
         return len(rows)
 
     async def flush(self, store: Store) -> None:
-        """Merge each changed class's delta into the store and adopt the merged summary;
-        on a store error, keep the deltas for the next flush."""
+        """Merge each changed class's delta into the store, then adopt what is stored of
+        every class held (peers' samples included); on a store error, keep the deltas
+        for the next flush."""
         dirty, forget = self._dirty, self._forget
-        if not dirty and not forget:
-            return
         self._dirty, self._forget = set(), set()
-        now, half_life = self._clock.now(), self._cfg.half_life_samples
+        half_life = self._cfg.half_life_samples
         sent: dict[Key, DurationSketch] = {}
         merges: list[WorkClassMerge] = []
         for key in sorted(dirty):
@@ -267,7 +268,7 @@ class Learner:
                 continue
             sent[key], c.delta = c.delta, DurationSketch()
             fold = functools.partial(_fold, c.sketch.copy(), sent[key], half_life)
-            merges.append(WorkClassMerge(*key, fold, now))
+            merges.append(WorkClassMerge(*key, fold, self._clock.now()))
         try:
             stored = await store.merge_work_classes(merges, sorted(forget))
         except StoreError as exc:
@@ -280,15 +281,29 @@ class Learner:
                 "work-class summaries not stored yet", extra={"fields": {"error": str(exc)}}
             )
             return
+        if len(stored) < len(self._classes):
+            # Classes not changed here may have been by peers; a failed read is retried
+            # at the next flush.
+            done = {(r.workspace, r.kind, r.work_class) for r in stored}
+            with contextlib.suppress(StoreError):
+                rows = await store.load_work_classes()
+                stored += [r for r in rows if (r.workspace, r.kind, r.work_class) not in done]
         for row in stored:
-            key = (row.workspace, row.kind, row.work_class)
-            if (c := self._classes.get(key)) is None:
-                continue  # gone from the bound while the merge ran
-            # What was learned while the merge ran stays on top, for the next flush.
-            c.sketch = merged(DurationSketch.from_json(row.summary), c.delta, half_life)
-            c.stale = True
-            if key in self._labelled:
-                self._show(*key, c.sketch)
+            self._adopt(row)
+
+    def _adopt(self, row: WorkClassSummary) -> None:
+        key = (row.workspace, row.kind, row.work_class)
+        c = self._classes.get(key)
+        if c is None or row.summary == c.seen:
+            return  # not held (gone from the bound meanwhile, or a peer's), or unchanged
+        c.seen = row.summary
+        # What was learned while the flush ran stays on top, for the next one.
+        c.sketch = merged(
+            DurationSketch.from_json(row.summary), c.delta, half_life=self._cfg.half_life_samples
+        )
+        c.stale = True
+        if key in self._labelled:
+            self._show(*key, c.sketch)
 
     async def run(self, store: Store, stop: asyncio.Event) -> None:
         """Flush every ``flush_interval_s`` until ``stop`` (the engine flushes last)."""

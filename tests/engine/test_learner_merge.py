@@ -79,9 +79,11 @@ async def test_two_learners_on_one_store_each_end_with_samples_from_both(store: 
     teach(a, [5.0])
     await a.flush(store)
     assert (await stored(store)).count == 61  # nothing lost to a last writer
-    for lr, count in ((a, 61), (b, 60)):  # b has not flushed since a's last sample
+    assert b.shown[KEY].count == 60  # not flushed since a's last sample
+    await b.flush(store)  # nothing of its own to merge: it still picks up its peer's
+    for lr in (a, b):
         sketch = lr.shown[KEY]  # what /metrics shows, and the planner uses
-        assert sketch.count == count
+        assert sketch.count == 61
         assert {bin_of(5.0), bin_of(20.0)} <= sketch.bins.keys()
         assert sketch.quantile(0.1) < 6.0 < 19.0 < sketch.quantile(0.9)
 
@@ -127,3 +129,15 @@ async def test_a_delta_not_stored_is_merged_at_the_next_flush() -> None:
     await lr.flush(store)
     assert (await stored(store)).count == 8
     assert lr.shown[KEY].count == 8
+
+
+async def test_a_class_held_but_not_learned_here_follows_the_peer(store: Store) -> None:
+    clock = FakeClock()
+    a, b = learner(clock), learner(clock)
+    teach(a, [4.0] * 12, work_class="fn.b")
+    await a.flush(store)
+    assert await b.load(store) == 1  # b holds fn.b from the store from now on
+    teach(a, [4.0] * 8, work_class="fn.b")
+    await a.flush(store)
+    await b.flush(store)
+    assert b.shown["default", "function_job", "fn.b"].count == 20
