@@ -64,20 +64,33 @@ class DurationSketch:
     def settled(self) -> bool:
         return self.surprise <= SURPRISE_LIMIT
 
-    def add(self, seconds: float, half_life: float) -> None:
-        """One more finished duration; the older ones weigh a little less."""
+    def surprising(self, seconds: float) -> bool | None:
+        """Whether ``seconds`` lies outside this history's range (None: no history yet).
+        A sample within a bin of the range's ends is not a surprise."""
+        if not self.bins:
+            return None
+        lo, hi = self.quantile(LOW_Q), self.quantile(HIGH_Q)
+        return seconds < lo * math.exp(-_LOG_RATIO) or seconds > hi * math.exp(_LOG_RATIO)
+
+    def add(
+        self, seconds: float, half_life: float, judged_by: DurationSketch | None = None
+    ) -> None:
+        """One more finished duration; the older ones weigh a little less. Its surprise
+        is judged by ``judged_by``'s history (default this one): a delta since the last
+        flush has too few samples of its own to judge by."""
         if not math.isfinite(seconds) or seconds < 0:
             return
-        if self.bins:
-            # A sample within a bin of the range's ends is not a surprise.
-            lo, hi = self.quantile(LOW_Q), self.quantile(HIGH_Q)
-            out = seconds < lo * math.exp(-_LOG_RATIO) or seconds > hi * math.exp(_LOG_RATIO)
+        out = (self if judged_by is None else judged_by).surprising(seconds)
+        if out is not None:
             self.surprise += _SURPRISE_ALPHA * ((1.0 if out else 0.0) - self.surprise)
-            keep = 2.0 ** (-1.0 / half_life)
-            self.bins = {i: w * keep for i, w in self.bins.items() if w * keep >= EPSILON}
+        keep = 2.0 ** (-1.0 / half_life)
+        self.bins = {i: w * keep for i, w in self.bins.items() if w * keep >= EPSILON}
         i = bin_of(seconds)
         self.bins[i] = self.bins.get(i, 0.0) + 1.0
         self.count += 1
+
+    def copy(self) -> DurationSketch:
+        return DurationSketch(dict(self.bins), self.count, self.surprise)
 
     def merge(self, other: DurationSketch) -> None:
         for i, w in other.bins.items():
@@ -142,3 +155,16 @@ class DurationSketch:
         count = n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else len(bins)
         surprise = float(s) if isinstance(s, int | float) and 0 <= s <= 1 else 0.0
         return cls(bins, count, surprise)
+
+
+def merged(base: DurationSketch, delta: DurationSketch, half_life: float) -> DurationSketch:
+    """``delta``'s samples (kept from empty with the same ``half_life``) added after all of
+    ``base``'s: the base's weights decay one step per sample of the delta, its surprise
+    likewise, so the result is what adding them one by one would have given."""
+    k = delta.count
+    keep = 2.0 ** (-k / half_life)
+    bins = {i: w * keep for i, w in base.bins.items() if w * keep >= EPSILON}
+    for i, w in delta.bins.items():
+        bins[i] = bins.get(i, 0.0) + w
+    surprise = base.surprise * (1.0 - _SURPRISE_ALPHA) ** k + delta.surprise
+    return DurationSketch(bins, base.count + k, min(1.0, surprise))

@@ -3,7 +3,10 @@
 The engine tells the learner what each read showed (``observe``), which also
 learns the duration of work that has ended, and gets back when the planner
 would read next (None: the backoff decides). Summaries are loaded from the
-store at start, flushed every ``flush_interval_s`` and at shutdown. Bounded: at
+store at start; every ``flush_interval_s`` and at shutdown, what was learned
+since the last flush (each class's delta) is merged into the stored summary,
+and the merged result, peers' samples included, becomes this process's own
+(``durations.merged``: one merge, for one process or many replicas). Bounded: at
 most ``polling.adaptive.max_classes`` classes, the least recently finished goes
 first; at most ``metrics.max_classes`` of them get label values of their own.
 """
@@ -11,22 +14,24 @@ first; at most ``metrics.max_classes`` of them get label values of their own.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import sys
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from orchestrator.engine.adaptive import next_read, plan_grid
-from orchestrator.engine.durations import DurationSketch
+from orchestrator.engine.durations import DurationSketch, merged
 from orchestrator.engine.workclass import CLASS_RE, seen
 from orchestrator.errors import StoreError
 from orchestrator.interpret import TERMINAL_PHASES
-from orchestrator.store.base import Store, WorkClassSummary
+from orchestrator.store.base import Store, WorkClassMerge, WorkClassSummary
 
 if TYPE_CHECKING:
     from orchestrator.clock import Clock
@@ -45,10 +50,12 @@ _REPLAN_S = 1.0  # a busy class's grid is drawn again at most this often
 
 
 class _Class:
-    __slots__ = ("grid", "planned_at", "sketch", "stale")
+    __slots__ = ("delta", "grid", "planned_at", "seen", "sketch", "stale")
 
     def __init__(self, sketch: DurationSketch) -> None:
-        self.sketch = sketch
+        self.sketch = sketch  # all that is known: the stored summary and the delta since
+        self.delta = DurationSketch()  # learned here since the last flush
+        self.seen: dict[str, Any] | None = None  # the stored summary last adopted
         self.grid: tuple[float, ...] = ()
         self.stale = True
         self.planned_at = float("-inf")
@@ -197,6 +204,7 @@ class Learner:
             c = self._admit(key, DurationSketch())
         else:
             self._classes.move_to_end(key)
+        c.delta.add(seconds, self._cfg.half_life_samples, judged_by=c.sketch)
         c.sketch.add(seconds, self._cfg.half_life_samples)
         c.stale = True
         self._dirty.add(key)
@@ -236,7 +244,7 @@ class Learner:
         for row in rows:
             key = (row.workspace, row.kind, row.work_class)
             sketch = DurationSketch.from_json(row.summary)
-            self._admit(key, sketch)
+            self._admit(key, sketch).seen = row.summary
             if self._label(key):
                 self._show(row.workspace, row.kind, row.work_class, sketch)
             else:
@@ -247,25 +255,55 @@ class Learner:
         return len(rows)
 
     async def flush(self, store: Store) -> None:
-        """Write what changed since the last flush; on a store error, keep it for the next."""
+        """Merge each changed class's delta into the store, then adopt what is stored of
+        every class held (peers' samples included); on a store error, keep the deltas
+        for the next flush."""
         dirty, forget = self._dirty, self._forget
-        if not dirty and not forget:
-            return
         self._dirty, self._forget = set(), set()
-        now = self._clock.now()
-        items = [
-            WorkClassSummary(*key, self._classes[key].sketch.to_json(), now)
-            for key in dirty
-            if key in self._classes
-        ]
+        half_life = self._cfg.half_life_samples
+        sent: dict[Key, DurationSketch] = {}
+        merges: list[WorkClassMerge] = []
+        for key in sorted(dirty):
+            if (c := self._classes.get(key)) is None:
+                continue
+            sent[key], c.delta = c.delta, DurationSketch()
+            fold = functools.partial(_fold, c.sketch.copy(), sent[key], half_life)
+            merges.append(WorkClassMerge(*key, fold, self._clock.now()))
         try:
-            await store.save_work_classes(items, sorted(forget))
+            stored = await store.merge_work_classes(merges, sorted(forget))
         except StoreError as exc:
-            self._dirty |= {k for k in dirty if k in self._classes}
+            for key, delta in sent.items():
+                if (c := self._classes.get(key)) is not None:
+                    c.delta = merged(delta, c.delta, half_life)
+                    self._dirty.add(key)
             self._forget |= forget
             log.warning(
                 "work-class summaries not stored yet", extra={"fields": {"error": str(exc)}}
             )
+            return
+        if len(stored) < len(self._classes):
+            # Classes not changed here may have been by peers; a failed read is retried
+            # at the next flush.
+            done = {(r.workspace, r.kind, r.work_class) for r in stored}
+            with contextlib.suppress(StoreError):
+                rows = await store.load_work_classes()
+                stored += [r for r in rows if (r.workspace, r.kind, r.work_class) not in done]
+        for row in stored:
+            self._adopt(row)
+
+    def _adopt(self, row: WorkClassSummary) -> None:
+        key = (row.workspace, row.kind, row.work_class)
+        c = self._classes.get(key)
+        if c is None or row.summary == c.seen:
+            return  # not held (gone from the bound meanwhile, or a peer's), or unchanged
+        c.seen = row.summary
+        # What was learned while the flush ran stays on top, for the next one.
+        c.sketch = merged(
+            DurationSketch.from_json(row.summary), c.delta, half_life=self._cfg.half_life_samples
+        )
+        c.stale = True
+        if key in self._labelled:
+            self._show(*key, c.sketch)
 
     async def run(self, store: Store, stop: asyncio.Event) -> None:
         """Flush every ``flush_interval_s`` until ``stop`` (the engine flushes last)."""
@@ -274,3 +312,14 @@ class Learner:
                 await stop.wait()
             if not stop.is_set():
                 await self.flush(store)
+
+
+def _fold(
+    local: DurationSketch, delta: DurationSketch, half_life: float, stored: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The stored summary with ``delta`` merged in. No row, or one nobody can read (a peer
+    forgot the class, or this is its first flush): what this process knows, whole."""
+    base = None if stored is None else DurationSketch.from_json(stored)
+    if base is None or base.count == 0:
+        return local.to_json()
+    return merged(base, delta, half_life).to_json()

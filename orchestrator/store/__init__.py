@@ -19,6 +19,7 @@ from orchestrator.store.base import (
     Store,
     Tracking,
     TrackingQuery,
+    WorkClassMerge,
     WorkClassSummary,
 )
 from orchestrator.store.memory import MemoryStore
@@ -44,6 +45,7 @@ __all__ = [
     "Store",
     "Tracking",
     "TrackingQuery",
+    "WorkClassMerge",
     "WorkClassSummary",
     "open_store",
 ]

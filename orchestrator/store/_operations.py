@@ -20,6 +20,7 @@ from orchestrator.store.base import (
     PollUpdate,
     ReplaySpan,
     Tracking,
+    WorkClassMerge,
     WorkClassSummary,
 )
 
@@ -229,13 +230,20 @@ def probe(conn: sqlite3.Connection) -> None:
     conn.execute(queries.PROBE_WRITE, (time.time(),))
 
 
-def save_work_classes(
+def merge_work_classes(
     conn: sqlite3.Connection,
-    items: Sequence[WorkClassSummary],
+    merges: Sequence[WorkClassMerge],
     forget: Sequence[tuple[str, str, str]],
-) -> None:
-    conn.executemany(
-        queries.SAVE_WORK_CLASS,
-        [(i.workspace, i.kind, i.work_class, _rows.dump(i.summary), i.updated_at) for i in items],
-    )
+) -> list[WorkClassSummary]:
+    # The writer's one connection serialises this read-modify-write: no lock needed.
     conn.executemany(queries.FORGET_WORK_CLASS, forget)
+    stored: list[WorkClassSummary] = []
+    for m in merges:
+        row = conn.execute(queries.WORK_CLASS, m.key).fetchone()
+        item = m.folded(None if row is None else _rows.load(row[0]))
+        conn.execute(
+            queries.SAVE_WORK_CLASS,
+            (*m.key, _rows.dump(item.summary), item.updated_at),
+        )
+        stored.append(item)
+    return stored

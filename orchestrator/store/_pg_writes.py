@@ -28,6 +28,8 @@ from orchestrator.store.base import (
     NewTracking,
     PollUpdate,
     Tracking,
+    WorkClassMerge,
+    WorkClassSummary,
 )
 
 Connection = Any  # asyncpg.Connection: asyncpg ships no type information
@@ -225,3 +227,20 @@ async def enable_sink(conn: Connection, destination: str, event: NewEvent) -> bo
     await events.close()
     await conn.execute(q.NOTIFY, q.CHANNEL, "sinks")  # the other replicas adopt it
     return True
+
+
+async def merge_work_classes(conn: Any, merges: Sequence[WorkClassMerge]) -> list[WorkClassSummary]:
+    """Each merge folded into its row, the rows locked to commit: a peer's merge of the
+    same class waits and then folds into this one's result."""
+    ordered = sorted(merges, key=lambda m: m.key)  # one lock order for every replica
+    keys = (
+        [m.workspace for m in ordered],
+        [m.kind for m in ordered],
+        [m.work_class for m in ordered],
+    )
+    rows = await conn.fetch(q.LOCK_WORK_CLASSES, *keys, [m.updated_at for m in ordered])
+    stored: dict[tuple[str, str, str], bytes] = {(r[0], r[1], r[2]): r[3] for r in rows}
+    items = [m.folded(_rows.load(stored[m.key]) if stored.get(m.key) else None) for m in ordered]
+    summaries = [_rows.dump(i.summary) for i in items]
+    await conn.execute(q.SAVE_WORK_CLASSES, *keys, summaries, [i.updated_at for i in items])
+    return items

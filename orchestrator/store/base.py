@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from orchestrator.store.work_classes import WorkClassMerge as WorkClassMerge
+from orchestrator.store.work_classes import WorkClassSummary as WorkClassSummary
 from orchestrator.vocabulary import NextPollReason, Outcome, TrackingState
 
 DeliveryState = Literal["pending", "delivered", "dead"]
@@ -197,21 +199,6 @@ class Delivery:
     delivered_at: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class WorkClassSummary:
-    """What adaptive polling has learned of one work class (``engine/durations.py``).
-
-    ``summary`` is the learner's own JSON object, stored as it is; the store never
-    looks inside. One row per (workspace, kind, work_class).
-    """
-
-    workspace: str
-    kind: str
-    work_class: str
-    summary: dict[str, Any]
-    updated_at: float
-
-
 @dataclass(slots=True)
 class TrackingQuery:
     state: TrackingState | None = None
@@ -368,11 +355,12 @@ class Store(Protocol):
     async def load_work_classes(self) -> list[WorkClassSummary]:
         """Every stored work-class summary (loaded at start-up)."""
 
-    async def save_work_classes(
-        self, items: Sequence[WorkClassSummary], forget: Sequence[tuple[str, str, str]] = ()
-    ) -> None:
-        """Upsert ``items`` by (workspace, kind, work_class) and delete the ``forget``
-        keys, in one transaction. Last writer wins per row."""
+    async def merge_work_classes(
+        self, merges: Sequence[WorkClassMerge], forget: Sequence[tuple[str, str, str]] = ()
+    ) -> list[WorkClassSummary]:
+        """Delete the ``forget`` keys; then, in one transaction with the rows locked,
+        store each merge's ``fold`` of its row (None: no row yet) and return what was
+        stored. Concurrent merges of one class are applied one after the other."""
 
     # -- leases (several processes on one store) ---------------------------------------
 

@@ -23,6 +23,7 @@ from orchestrator.store.base import (
     PollUpdate,
     Tracking,
     TrackingQuery,
+    WorkClassMerge,
     WorkClassSummary,
 )
 from orchestrator.vocabulary import TrackingState
@@ -199,16 +200,21 @@ class MemoryStore(MemoryLog):
         self._read()
         return [copy.deepcopy(w) for w in self._work_classes.values()]
 
-    async def save_work_classes(
-        self, items: Sequence[WorkClassSummary], forget: Sequence[tuple[str, str, str]] = ()
-    ) -> None:
-        if not items and not forget:
-            return
+    async def merge_work_classes(
+        self, merges: Sequence[WorkClassMerge], forget: Sequence[tuple[str, str, str]] = ()
+    ) -> list[WorkClassSummary]:
+        if not merges and not forget:
+            return []
         self._write()
-        for item in items:
-            self._work_classes[item.workspace, item.kind, item.work_class] = copy.deepcopy(item)
         for key in forget:
             self._work_classes.pop(key, None)
+        stored: list[WorkClassSummary] = []
+        for m in merges:
+            row = self._work_classes.get(m.key)
+            item = m.folded(None if row is None else copy.deepcopy(row.summary))
+            self._work_classes[m.key] = copy.deepcopy(item)
+            stored.append(item)
+        return stored
 
     def _is_active(self, tracking_id: str) -> bool:
         tracking = self._trackings.get(tracking_id)

@@ -307,6 +307,15 @@ SAVE_WORK_CLASSES = (
     " ON CONFLICT (workspace, kind, work_class)"
     " DO UPDATE SET summary = excluded.summary, updated_at = excluded.updated_at"
 )
+# Locks every row of a merge (inserting an empty one where there is none yet), in the
+# order given, and returns what is stored: '' marks a row this statement created.
+LOCK_WORK_CLASSES = (
+    "INSERT INTO work_classes (workspace, kind, work_class, summary, updated_at)"
+    " SELECT w, k, c, ''::bytea, u"
+    " FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[]) AS n(w, k, c, u)"
+    " ON CONFLICT (workspace, kind, work_class) DO UPDATE SET updated_at = work_classes.updated_at"
+    " RETURNING workspace, kind, work_class, summary"
+)
 FORGET_WORK_CLASSES = (
     "DELETE FROM work_classes WHERE (workspace, kind, work_class) IN"
     " (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))"

@@ -39,6 +39,7 @@ from orchestrator.store.base import (
     ReplaySpan,
     Tracking,
     TrackingQuery,
+    WorkClassMerge,
     WorkClassSummary,
 )
 
@@ -310,22 +311,18 @@ class PostgresStore:
         async with self._pool.connection("sink state not stored", transaction=True) as conn:
             return await writes.enable_sink(conn, destination, event)
 
-    async def save_work_classes(
-        self, items: Sequence[WorkClassSummary], forget: Sequence[tuple[str, str, str]] = ()
-    ) -> None:
-        if not items and not forget:
-            return
+    async def merge_work_classes(
+        self, merges: Sequence[WorkClassMerge], forget: Sequence[tuple[str, str, str]] = ()
+    ) -> list[WorkClassSummary]:
+        if forget:
+            # Apart from the merge: a delete and a merge each holding a row the other
+            # wants would deadlock.
+            keys = [k[0] for k in forget], [k[1] for k in forget], [k[2] for k in forget]
+            await self._execute(q.FORGET_WORK_CLASSES, *keys)
+        if not merges:
+            return []
         async with self._pool.connection("work classes not stored", transaction=True) as conn:
-            if items:
-                columns = (
-                    [i.workspace for i in items], [i.kind for i in items],
-                    [i.work_class for i in items], [_rows.dump(i.summary) for i in items],
-                    [i.updated_at for i in items],
-                )  # fmt: skip
-                await conn.execute(q.SAVE_WORK_CLASSES, *columns)
-            if forget:
-                keys = [k[0] for k in forget], [k[1] for k in forget], [k[2] for k in forget]
-                await conn.execute(q.FORGET_WORK_CLASSES, *keys)
+            return await writes.merge_work_classes(conn, merges)
 
     async def load_work_classes(self) -> list[WorkClassSummary]:
         rows = await self._fetch(q.WORK_CLASSES)

@@ -268,4 +268,5 @@ SAVE_WORK_CLASS = (
     " DO UPDATE SET summary = excluded.summary, updated_at = excluded.updated_at"
 )
 FORGET_WORK_CLASS = "DELETE FROM work_classes WHERE workspace = ? AND kind = ? AND work_class = ?"
+WORK_CLASS = "SELECT summary FROM work_classes WHERE workspace = ? AND kind = ? AND work_class = ?"
 WORK_CLASSES = "SELECT workspace, kind, work_class, summary, updated_at FROM work_classes"

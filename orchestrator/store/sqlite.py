@@ -38,6 +38,7 @@ from orchestrator.store.base import (
     ReplaySpan,
     Tracking,
     TrackingQuery,
+    WorkClassMerge,
     WorkClassSummary,
 )
 
@@ -214,12 +215,13 @@ class SqliteStore:
             functools.partial(ops.enable_sink, destination=destination, event=event)
         )
 
-    async def save_work_classes(
-        self, items: Sequence[WorkClassSummary], forget: Sequence[tuple[str, str, str]] = ()
-    ) -> None:
-        if items or forget:
-            save = functools.partial(ops.save_work_classes, items=list(items), forget=list(forget))
-            await self._submit(save, len(items) + len(forget))
+    async def merge_work_classes(
+        self, merges: Sequence[WorkClassMerge], forget: Sequence[tuple[str, str, str]] = ()
+    ) -> list[WorkClassSummary]:
+        if not merges and not forget:
+            return []
+        merge = functools.partial(ops.merge_work_classes, merges=list(merges), forget=list(forget))
+        return await self._submit(merge, len(merges) + len(forget))
 
     async def prune(self, before: float, batch: int) -> int:
         return await self._submit(

@@ -22,7 +22,7 @@ from orchestrator.store import DisabledSink, PostgresStore, ReplaySpan
 from orchestrator.store import _pg_writes as writes
 from orchestrator.store import pg_queries as q
 from orchestrator.store._pg_pool import migrations, redacted, store_error
-from tests.unit.test_store_contract import event, finish, new, poll, sink_event
+from tests.unit.test_store_contract import add, event, finish, new, poll, sink_event
 
 Replicas = Callable[..., Any]
 
@@ -366,3 +366,18 @@ async def test_bulk_lease_statements_join_the_table_by_key_only(
             assert "Join Filter" not in plan, plan
     finally:
         await conn.close()
+
+
+async def test_replicas_merges_of_one_work_class_all_count(replicas: Replicas) -> None:
+    # New rows and existing ones, from two replicas at once: each merge folds into
+    # the one before it, none overwrites another.
+    a, b = await replicas("a"), await replicas("b")
+    merges = [
+        store.merge_work_classes([add("x", f"{store.replica_id}{n}", 1), add("y", "w", 2)])
+        for n in range(6)
+        for store in (a, b)
+    ]
+    await asyncio.gather(*merges)
+    found = {w.work_class: w.summary for w in await b.load_work_classes()}
+    assert found["x"]["n"] == 12 and found["y"]["n"] == 24
+    assert len(set(found["x"]["writers"])) == 12

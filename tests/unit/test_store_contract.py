@@ -23,6 +23,7 @@ from orchestrator.store import (
     SqliteStore,
     Store,
     TrackingQuery,
+    WorkClassMerge,
     WorkClassSummary,
 )
 from tests.pgserver import fresh_schema
@@ -911,14 +912,37 @@ def summary(cls: str, n: int, **overrides: Any) -> WorkClassSummary:
     return WorkClassSummary(**fields)
 
 
+def put(item: WorkClassSummary) -> WorkClassMerge:
+    """A merge that replaces whatever is stored with ``item``."""
+    return WorkClassMerge(
+        item.workspace, item.kind, item.work_class, lambda _: item.summary, item.updated_at
+    )
+
+
+def add(cls: str, writer: str, n: int, at: float = 2_000.0) -> WorkClassMerge:
+    """A merge that adds ``n`` to the stored count and ``writer`` to the stored writers:
+    what a learner's delta does to its histogram, in a form a test can read back."""
+
+    def fold(stored: dict[str, Any] | None) -> dict[str, Any]:
+        old = stored or {"n": 0, "writers": []}
+        return {"n": old["n"] + n, "writers": [*old["writers"], writer]}
+
+    return WorkClassMerge("default", "function_job", cls, fold, at)
+
+
 async def test_work_classes_start_empty(store: Store) -> None:
     assert await store.load_work_classes() == []
-    await store.save_work_classes([], [])  # nothing to do is harmless
+    assert await store.merge_work_classes([], []) == []  # nothing to do is harmless
 
 
-async def test_work_classes_are_upserted_by_workspace_kind_and_class(store: Store) -> None:
-    await store.save_work_classes([summary("a", 1), summary("b", 2)])
-    await store.save_work_classes([summary("a", 3), summary("a", 4, kind="net_operation_build")])
+async def test_work_classes_are_stored_by_workspace_kind_and_class(store: Store) -> None:
+    await store.merge_work_classes([put(summary("a", 1)), put(summary("b", 2))])
+    stored = await store.merge_work_classes(
+        [put(summary("a", 3)), put(summary("a", 4, kind="net_operation_build"))]
+    )
+    assert sorted(stored, key=lambda w: w.kind) == [
+        summary("a", 3), summary("a", 4, kind="net_operation_build")
+    ]  # fmt: skip
     found = {(w.workspace, w.kind, w.work_class): w for w in await store.load_work_classes()}
     assert set(found) == {
         ("default", "function_job", "a"),
@@ -929,16 +953,42 @@ async def test_work_classes_are_upserted_by_workspace_kind_and_class(store: Stor
     assert found["default", "function_job", "b"].summary == summary("b", 2).summary
 
 
-async def test_forgotten_work_classes_are_deleted_with_the_same_save(store: Store) -> None:
-    await store.save_work_classes([summary("a", 1), summary("b", 2)])
-    await store.save_work_classes([summary("c", 3)], [("default", "function_job", "a")])
-    await store.save_work_classes([], [("default", "function_job", "nothing-here")])
+async def test_a_merge_folds_into_what_is_stored_and_returns_it(store: Store) -> None:
+    [first] = await store.merge_work_classes([add("a", "one", 2, at=1.0)])
+    assert first.summary == {"n": 2, "writers": ["one"]}  # no row yet: folded from None
+    [second] = await store.merge_work_classes([add("a", "two", 3, at=2.0)])
+    assert second == WorkClassSummary(
+        "default", "function_job", "a", {"n": 5, "writers": ["one", "two"]}, 2.0
+    )
+    assert await store.load_work_classes() == [second]
+
+
+async def test_two_writers_deltas_both_survive(store: Store) -> None:
+    # Concurrent merges of the same classes (on PostgreSQL, on separate connections):
+    # each waits for the row, so none is lost to a last writer.
+    writers = [f"w{n}" for n in range(8)]
+    await asyncio.gather(
+        *(store.merge_work_classes([add("a", w, 1), add("b", w, 10)]) for w in writers)
+    )
+    found = {w.work_class: w.summary for w in await store.load_work_classes()}
+    assert found["a"]["n"] == 8 and found["b"]["n"] == 80
+    assert sorted(found["a"]["writers"]) == sorted(found["b"]["writers"]) == writers
+
+
+async def test_forgotten_work_classes_are_deleted_with_the_same_merge(store: Store) -> None:
+    await store.merge_work_classes([put(summary("a", 1)), put(summary("b", 2))])
+    await store.merge_work_classes([put(summary("c", 3))], [("default", "function_job", "a")])
+    await store.merge_work_classes([], [("default", "function_job", "nothing-here")])
     names = sorted(w.work_class for w in await store.load_work_classes())
     assert names == ["b", "c"]
+    # A class forgotten and merged again starts from nothing.
+    await store.merge_work_classes([], [("default", "function_job", "b")])
+    [again] = await store.merge_work_classes([add("b", "x", 1)])
+    assert again.summary == {"n": 1, "writers": ["x"]}
 
 
 async def test_a_loaded_summary_is_a_copy(store: Store) -> None:
-    await store.save_work_classes([summary("a", 1)])
+    await store.merge_work_classes([put(summary("a", 1))])
     [loaded] = await store.load_work_classes()
     loaded.summary["n"] = 99
     [again] = await store.load_work_classes()
