@@ -79,6 +79,7 @@ REPLICA_PANELS = {
     "Lease takeovers": "orchestrator_lease_takeovers_total",
     "Store up": "orchestrator_store_up",
     "Store listener up": "orchestrator_store_listener_up",
+    "Lease hand-overs": "orchestrator_lease_handovers_total",
 }
 # Of those, the rates must also be non-zero over the evaluated window.
 MUST_BE_NON_ZERO = ("Poll rate by result", "Trackings created", "Outcomes over time")
