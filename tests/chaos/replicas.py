@@ -80,6 +80,9 @@ class Fleet:
     pg_dir: Path
     done: Counter[str]
     restarting: set[int]
+    # Lease takeovers counted by replica lives that were then killed (a restarted
+    # replica's counters start at 0): each scraped just before its SIGKILL.
+    killed_lives_takeovers: float = 0.0
 
     def client(self, i: int) -> Client:
         return Client(self.session, self.replicas[i].url, self.token)
@@ -203,6 +206,12 @@ async def _disrupt(
             what = f"replica {i} stopped for {stopped_s:.1f}s"
         else:
             i = rng.choice(live)
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                async with asyncio.timeout(2):
+                    metrics = await fleet.client(i).metrics()
+                fleet.killed_lives_takeovers += metric_sum(
+                    metrics, "orchestrator_lease_takeovers_total"
+                )
             fleet.replicas[i].kill()
             fleet.restarting.add(i)
             back_s = rng.uniform(0, 1.5) * LEASE_TIMEOUT_S
@@ -312,19 +321,22 @@ async def run_replica_chaos(
         report.sink_refusals = sink.refused
         logs = "".join(r.tail(10**9) for r in replicas)
         report.secrets_leaked = leaked(secrets.values(), logs, str(events), *metrics)
-        takeovers = sum(metric_sum(m, "orchestrator_lease_takeovers_total") for m in metrics)
+        takeovers = fleet.killed_lives_takeovers + sum(
+            metric_sum(m, "orchestrator_lease_takeovers_total") for m in metrics
+        )
         report.notes += [
             f"replicas: {options.replicas}; disruptions: {dict(fleet.done)}",
             f"reads of one job by two replicas closer than {HANDOVER_GAP_S:.2f}s: {close}"
             f" (of {handovers} handovers)",
             f"feeds that differ from replica 0's: {feeds_differ}",
-            f"lease takeovers counted by the last lives of the replicas: {takeovers:.0f}",
+            f"lease takeovers counted by every life of the replicas: {takeovers:.0f}",
             f"chaos {chaos_s:.0f}s, run time {elapsed:.0f}s",
         ]
         figures = {
             "elapsed_s": elapsed,
             "chaos_s": chaos_s,
             "handovers": handovers,
+            "takeovers": takeovers,
             "close_reads": close,
             "feeds_differ": feeds_differ,
             "disruptions": dict(fleet.done),
