@@ -62,6 +62,9 @@ class Cluster:
 
     def start(self) -> str:
         shutil.rmtree(self.dir, ignore_errors=True)  # a kept --workdir's earlier cluster
+        # The cluster's owner (postgres, under root) must reach it: a temporary
+        # work directory is created 0700.
+        self.dir.parent.chmod(0o755)
         done = subprocess.run(
             ["bash", str(CLUSTER), "start", str(self.dir)],
             capture_output=True, text=True, check=False, timeout=120,
@@ -129,14 +132,19 @@ def _replicas(
 async def _hand_over(
     session: aiohttp.ClientSession, replicas: list[Serve], ids: list[str], p: Params
 ) -> None:
-    """Batches to the replicas in turn: each holds its share from intake on."""
-    chunks = [ids[i : i + p.batch_size] for i in range(0, len(ids), p.batch_size)]
-    for k, chunk in enumerate(chunks):
-        items = [{"kind": "function_job", "remote_id": r, "timeout_s": 86_400} for r in chunk]
-        url = replicas[k % len(replicas)].url + "/v1/trackings/batch"
-        async with session.post(url, json={"items": items}) as resp:
-            resp.raise_for_status()
-            await resp.read()
+    """Each replica its even share, in batches: each holds its share from intake on
+    (an uneven split would be evened out by hand-overs, read late by their gap)."""
+    n = len(replicas)
+    for k, replica in enumerate(replicas):
+        share = ids[k::n]
+        for i in range(0, len(share), p.batch_size):
+            chunk = share[i : i + p.batch_size]
+            items = [{"kind": "function_job", "remote_id": r, "timeout_s": 86_400} for r in chunk]
+            async with session.post(
+                replica.url + "/v1/trackings/batch", json={"items": items}
+            ) as resp:
+                resp.raise_for_status()
+                await resp.read()
 
 
 async def _held(session: aiohttp.ClientSession, serve: Serve) -> int:
