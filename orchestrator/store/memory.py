@@ -16,8 +16,8 @@ from orchestrator.errors import StoreError
 from orchestrator.store._memory_log import MemoryLog
 from orchestrator.store._paging import clamp_limit, decode_cursor, encode_cursor
 from orchestrator.store._rows import new_tracking
+from orchestrator.store._single_owner import SingleOwnerLeases
 from orchestrator.store.base import (
-    Claimed,
     Finish,
     NewTracking,
     PollUpdate,
@@ -29,7 +29,7 @@ from orchestrator.store.base import (
 from orchestrator.vocabulary import TrackingState
 
 
-class MemoryStore(MemoryLog):
+class MemoryStore(MemoryLog, SingleOwnerLeases):
     shares_work = False
 
     def __init__(self) -> None:
@@ -219,25 +219,6 @@ class MemoryStore(MemoryLog):
     def _is_active(self, tracking_id: str) -> bool:
         tracking = self._trackings.get(tracking_id)
         return tracking is not None and tracking.state == TrackingState.ACTIVE
-
-    # -- leases: one owner holds everything ------------------------------------------
-
-    async def claim_trackings(self, limit: int) -> Claimed:
-        return Claimed()
-
-    async def renew_leases(self) -> list[str]:
-        return []
-
-    async def release_leases(
-        self, tracking_ids: Sequence[str] | None = None, *, hold_s: float = 0.0
-    ) -> None:
-        return None
-
-    def forget_leases(self) -> None:
-        return None
-
-    async def heartbeat(self, leases: int) -> list[str]:
-        return []
 
 
 def _matches(t: Tracking, q: TrackingQuery, after: tuple[float, str] | None) -> bool:

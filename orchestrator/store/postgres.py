@@ -24,6 +24,7 @@ from typing import Any
 from orchestrator.store import _pg_writes as writes
 from orchestrator.store import _rows
 from orchestrator.store import pg_queries as q
+from orchestrator.store._listing import listing, page
 from orchestrator.store._paging import clamp_limit, decode_cursor, encode_cursor
 from orchestrator.store._pg_pool import Pool, migrate, redacted
 from orchestrator.store.base import (
@@ -157,28 +158,9 @@ class PostgresStore:
 
     async def list_trackings(self, query: TrackingQuery) -> tuple[list[Tracking], str | None]:
         limit = clamp_limit(query.limit)
-        params: list[Any] = [
-            value
-            for value in (query.state, query.kind, query.outcome, query.workspace)
-            if value is not None
-        ]
-        for pair in sorted(query.labels.items()):
-            params.extend(pair)
-        if query.cursor is not None:
-            created_at, tracking_id = decode_cursor(query.cursor, (float, str))
-            params.extend((created_at, created_at, tracking_id))
-        sql = q.list_trackings(
-            state=query.state is not None,
-            kind=query.kind is not None,
-            outcome=query.outcome is not None,
-            workspace=query.workspace is not None,
-            labels=len(query.labels),
-            after=query.cursor is not None,
-        )
-        rows = await self._fetch(sql, *params, limit + 1)
-        items = [_rows.tracking(row) for row in rows[:limit]]
-        more = len(rows) > limit
-        return items, encode_cursor(items[-1].created_at, items[-1].tracking_id) if more else None
+        shape, params = listing(query)
+        sql = q.list_trackings(**shape._asdict())
+        return page(await self._fetch(sql, *params, limit + 1), limit)
 
     async def prune(self, before: float, batch: int) -> int:
         rows = await self._fetch(q.PRUNE, before, max(0, batch))

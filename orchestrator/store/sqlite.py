@@ -22,11 +22,12 @@ import aiosqlite
 from orchestrator.errors import StoreError, StoreLocked, StoreUnavailable
 from orchestrator.store import _operations as ops
 from orchestrator.store import _rows, queries
+from orchestrator.store._listing import listing, page
 from orchestrator.store._migrate import migrate
 from orchestrator.store._paging import clamp_limit, decode_cursor, encode_cursor
+from orchestrator.store._single_owner import SingleOwnerLeases
 from orchestrator.store._writer import GroupCommitWriter, is_unavailable
 from orchestrator.store.base import (
-    Claimed,
     Delivery,
     DeliveryState,
     DisabledSink,
@@ -53,7 +54,7 @@ WAL_LIMIT_BYTES = 64 << 20
 T = TypeVar("T")
 
 
-class SqliteStore:
+class SqliteStore(SingleOwnerLeases):
     shares_work = False
 
     def __init__(
@@ -253,28 +254,9 @@ class SqliteStore:
 
     async def list_trackings(self, query: TrackingQuery) -> tuple[list[Tracking], str | None]:
         limit = clamp_limit(query.limit)
-        params: list[Any] = [
-            value
-            for value in (query.state, query.kind, query.outcome, query.workspace)
-            if value is not None
-        ]
-        for pair in sorted(query.labels.items()):
-            params.extend(pair)
-        if query.cursor is not None:
-            created_at, tracking_id = decode_cursor(query.cursor, (float, str))
-            params.extend((created_at, created_at, tracking_id))
-        sql = queries.list_trackings(
-            state=query.state is not None,
-            kind=query.kind is not None,
-            outcome=query.outcome is not None,
-            workspace=query.workspace is not None,
-            labels=len(query.labels),
-            after=query.cursor is not None,
-        )
-        rows = await self._read(sql, [*params, limit + 1])
-        items = [_rows.tracking(row) for row in rows[:limit]]
-        more = len(rows) > limit
-        return items, encode_cursor(items[-1].created_at, items[-1].tracking_id) if more else None
+        shape, params = listing(query)
+        sql = queries.list_trackings(**shape._asdict())
+        return page(await self._read(sql, [*params, limit + 1]), limit)
 
     async def events_after(self, after_seq: int, limit: int) -> list[EventRecord]:
         rows = await self._read(queries.EVENTS_AFTER, (after_seq, max(0, limit)))
@@ -312,25 +294,6 @@ class SqliteStore:
             rows = await self._read(queries.DELIVERIES_BY_STATE, (state, after, size + 1))
         items = [_rows.delivery(row) for row in rows[:size]]
         return items, encode_cursor(items[-1].delivery_id) if len(rows) > size else None
-
-    # -- leases: one owner holds everything ------------------------------------------
-
-    async def claim_trackings(self, limit: int) -> Claimed:
-        return Claimed()
-
-    async def renew_leases(self) -> list[str]:
-        return []
-
-    async def release_leases(
-        self, tracking_ids: Sequence[str] | None = None, *, hold_s: float = 0.0
-    ) -> None:
-        return None
-
-    def forget_leases(self) -> None:
-        return None
-
-    async def heartbeat(self, leases: int) -> list[str]:
-        return []
 
 
 def _lock(path: Path) -> int:
