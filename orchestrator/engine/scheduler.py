@@ -61,11 +61,9 @@ class WorkspaceScheduler:
         return len(self._heap)
 
     def waiting(self) -> list[Entry]:
-        """The entries waiting for their read, latest due first: none of them is being
-        read (a taken entry leaves the heap until it is scheduled again)."""
-        waiting = [e for _, _, gen, e in self._heap if gen == e.gen]
-        waiting.sort(key=lambda e: e.due, reverse=True)
-        return waiting
+        """The entries waiting for their read: none of them is being read (a taken
+        entry leaves the heap until it is scheduled again)."""
+        return [e for _, _, gen, e in self._heap if gen == e.gen]
 
     def schedule(self, entry: Entry, due: float) -> None:
         """(Re)schedule ``entry`` at monotonic ``due``; any earlier schedule is void."""
