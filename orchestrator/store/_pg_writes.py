@@ -211,10 +211,7 @@ async def disable_sink(conn: Connection, sink: DisabledSink, event: NewEvent) ->
     status = await conn.execute(q.DISABLE_SINK, sink.destination, sink.since, sink.reason)
     if status != "INSERT 0 1":
         return False
-    events = EventWriter(conn)
-    await events.append(event)
-    await events.close()
-    await conn.execute(q.NOTIFY, q.CHANNEL, "sinks")  # the other replicas adopt it
+    await _sink_changed(conn, event)
     return True
 
 
@@ -222,11 +219,16 @@ async def enable_sink(conn: Connection, destination: str, event: NewEvent) -> bo
     """The disabled state cleared with its operational event, or nothing if not disabled."""
     if await conn.execute(q.ENABLE_SINK, destination) != "DELETE 1":
         return False
+    await _sink_changed(conn, event)
+    return True
+
+
+async def _sink_changed(conn: Connection, event: NewEvent) -> None:
+    """The operational event of a sink's change, and word of it to the other replicas."""
     events = EventWriter(conn)
     await events.append(event)
     await events.close()
     await conn.execute(q.NOTIFY, q.CHANNEL, "sinks")  # the other replicas adopt it
-    return True
 
 
 async def merge_work_classes(conn: Any, merges: Sequence[WorkClassMerge]) -> list[WorkClassSummary]:
