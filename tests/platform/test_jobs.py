@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tests.platform.conftest import Api, set_jobs
+from tests.platform.conftest import Api, StartService, set_jobs
 
 
 async def enqueue(api: Api, key: str = "ops.sync") -> dict[str, Any]:
@@ -194,17 +194,20 @@ def posts(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in requests if r["method"] == "POST" and r["path"].endswith("/stop-retries")]
 
 
-async def test_stop_retries_while_can_stop_retries_is_false_sends_nothing(api: Api) -> None:
+async def test_stop_retries_while_can_stop_retries_is_false_sends_nothing(
+    start_service: StartService,
+) -> None:
+    # A read that changes nothing waits 100 times longer than the one before: once the
+    # second read is logged the poller is quiet for 5 s, so every request the handler
+    # makes (none, it must be) is its own.
+    api = await start_service(polling={"multiplier": 100.0, "max_delay_s": 30})
     fields = {"CanStopRetries": False, "RetryStopState": "Unavailable"}
-    rid = await api.script(
-        "function_job",
-        [
-            {"after_s": 0, "status": "Queued"},
-            {"after_s": 0.05, "status": "Leased", "fields": fields},
-        ],
-    )
+    rid = await api.script("function_job", [{"after_s": 0, "status": "Leased", "fields": fields}])
     tracking = await api.track(kind="function_job", remote_id=rid)
     remote = await tracked_remote(api, tracking["tracking_id"], "Leased")
+    async with asyncio.timeout(10):
+        while len(await api.requests_for(rid)) < 2:
+            await asyncio.sleep(0.02)
     path = f"/v1/trackings/{tracking['tracking_id']}/stop-retries"
     before = len(await api.requests_for(rid))
     status, body = await api.call("POST", path, json={"expected_modified_at": remote["ModifiedAt"]})
