@@ -347,6 +347,23 @@ async def measure_polls(
     }
 
 
+async def caught_up(
+    session: aiohttp.ClientSession, serve: Serve, rate: float, limit_s: float = 120.0
+) -> float:
+    """Seconds from ready until the resumed service reads no faster than its schedule
+    asks (a second under 1.2 x ``rate``): the reads that fell due while it loaded its
+    trackings are done. That catch-up is the restart's, not steady-state lateness."""
+    started = mark = time.monotonic()
+    before = (await scrape(session, serve.url))["polls"]
+    while mark - started < limit_s:
+        await asyncio.sleep(1.0)
+        now, at = (await scrape(session, serve.url))["polls"], time.monotonic()
+        if now - before <= 1.2 * rate * (at - mark):
+            break
+        before, mark = now, at
+    return time.monotonic() - started
+
+
 async def first_reads_done(session: aiohttp.ClientSession, serve: Serve) -> float:
     """Seconds from process start until every resumed tracking has been read once
     (the service counts them; the first reads may begin before it is ready)."""
@@ -471,6 +488,7 @@ async def throughput(
     interval = len(ids) / half_rate
     serve = new_serve(workdir, "half", sim, db, polling(interval, interval, 1.0, 0.2), p, 1e6)
     await serve.start(session)
+    report["half_caught_up_s"] = await caught_up(session, serve, half_rate)
     await asyncio.sleep(p.warmup_s)
     half = await measure_polls(session, serve, sim, p.half_window_s)
     rss = rss_bytes(serve.pid)

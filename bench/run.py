@@ -133,6 +133,7 @@ def table(r: dict[str, Any]) -> str:
         ("cpu_ratio_totals", "  over all turns' totals"),
         ("simulator_cpu_share_baseline", "simulator CPU share (baseline)"),
         ("simulator_cpu_share_saturation", "simulator CPU share (orchestrator)"),
+        ("half_caught_up_s", "half saturation: ready to caught up, s"),
         ("half_polls_per_s", "half saturation, polls/s"),
         ("lateness_p50_s", "lateness p50 at half saturation, s"),
         ("lateness_p99_s", "lateness p99 at half saturation, s (<= 0.5)"),

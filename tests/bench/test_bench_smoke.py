@@ -20,6 +20,7 @@ POSITIVE = (
     "orchestrator_cpu_ms_per_poll",
     "cpu_ratio",
     "half_polls_per_s",
+    "half_caught_up_s",
     "lateness_p99_s",
     "rss_bytes_per_tracking",
     "intake_single_per_s",
