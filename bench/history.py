@@ -37,7 +37,7 @@ def append(report: dict[str, Any], commit: str, note: str, path: Path = RUNS) ->
         value = known.get(column, report.get(column))
         row.append("" if value is None else _cell(value))
     with path.open("a", newline="") as f:
-        csv.writer(f).writerow(row)
+        csv.writer(f, lineterminator="\n").writerow(row)
 
 
 def _cell(value: Any) -> str:
