@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import secrets
+import random
+import time
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -25,8 +26,19 @@ _PATHS = {
 }
 
 
+# Seeded from os.urandom: 48 random bits per millisecond keep ids apart across
+# replicas. A tracking id names a row, it grants nothing, so it need not be secret.
+_RANDOM = random.Random()
+
+
 def new_tracking_id() -> str:
-    return "trk_" + secrets.token_hex(12)
+    """``trk_`` + the millisecond (48 bits) + 48 random bits, in hex.
+
+    Time first: each new id sorts after the ones before it, so the indexes on
+    ``tracking_id`` grow at their right edge instead of a random page per insert,
+    and a batch's commit writes a few pages to the WAL rather than one per row.
+    """
+    return f"trk_{time.time_ns() // 1_000_000:012x}{_RANDOM.getrandbits(48):012x}"
 
 
 def _invalid(field: str, message: str) -> ApiProblem:
