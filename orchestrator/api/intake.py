@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -26,19 +27,35 @@ _PATHS = {
 }
 
 
-# Seeded from os.urandom: 48 random bits per millisecond keep ids apart across
-# replicas. A tracking id names a row, it grants nothing, so it need not be secret.
-_RANDOM = random.Random()
-
-
-def new_tracking_id() -> str:
-    """``trk_`` + the millisecond (48 bits) + 48 random bits, in hex.
+class TrackingIds:
+    """``trk_`` + a millisecond (48 bits) + 48 bits, in hex, strictly increasing here.
 
     Time first: each new id sorts after the ones before it, so the indexes on
     ``tracking_id`` grow at their right edge instead of a random page per insert,
     and a batch's commit writes a few pages to the WAL rather than one per row.
+    The low bits start at random in each millisecond (apart across replicas) and
+    count up within one, as ULIDs do; a clock that steps back keeps the last
+    millisecond. An id names a row and grants nothing: it need not be secret.
     """
-    return f"trk_{time.time_ns() // 1_000_000:012x}{_RANDOM.getrandbits(48):012x}"
+
+    def __init__(self, clock_ns: Callable[[], int] = time.time_ns) -> None:
+        self._clock_ns = clock_ns
+        self._random = random.Random()  # seeded from os.urandom
+        self._ms = -1
+        self._low = 0
+
+    def __call__(self) -> str:
+        ms = self._clock_ns() // 1_000_000
+        if ms > self._ms:
+            self._ms, self._low = ms, self._random.getrandbits(47)  # room to count up
+        else:
+            self._low += 1
+            if self._low >= 1 << 48:
+                self._ms, self._low = self._ms + 1, self._random.getrandbits(47)
+        return f"trk_{self._ms:012x}{self._low:012x}"
+
+
+new_tracking_id = TrackingIds()
 
 
 def _invalid(field: str, message: str) -> ApiProblem:
