@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.vocabulary import Outcome
+
 REPO = Path(__file__).resolve().parents[2]
-OUTCOMES = {"succeeded", "failed", "cancelled", "deadline_exceeded", "not_found", "abandoned"}
 
 
 @pytest.mark.slow
@@ -30,6 +31,6 @@ def test_soak_runs_and_every_tracking_ends(tmp_path: Path) -> None:
     assert report["intake"] >= 30
     assert report["ended"] == report["intake"]
     assert report["never_ended"] == 0
-    assert set(report["outcomes"]) <= OUTCOMES
+    assert set(report["outcomes"]) <= set(Outcome)
     assert report["serve_exit_code"] == 0
     assert report["samples"], "no sample of the service was taken"
