@@ -179,6 +179,14 @@ class WorkspaceConfig(_Section):
     max_in_flight: int = Field(default=64, ge=1, le=10_000)
     max_requests_per_second: float = Field(default=500, gt=0)
     request_timeout_s: float = Field(default=10, gt=0)
+    # A larger answer is invalid_response, read no further than this.
+    max_response_bytes: int = Field(default=4 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024)
+    # PEM file of extra trusted CA certificates (a private platform CA), beside
+    # the system's trust store.
+    ca_bundle: str = ""
+    # Idle pooled connections are closed after this: below the workspace's
+    # keep-alive, so that a read seldom meets a connection the server closed.
+    pool_idle_timeout_s: float = Field(default=15, gt=0)
     # Rows asked for per page of a Function operations list route (its Limit).
     list_page_size: int = Field(default=200, ge=1, le=1000)
     # The runtime Job timeout of this workspace: what a job's null TimeoutSeconds means.

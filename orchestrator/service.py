@@ -21,7 +21,6 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-import aiohttp
 from aiohttp import web
 
 from orchestrator.api.app import create_app
@@ -44,7 +43,7 @@ from orchestrator.store.pg_listener import Listener
 from orchestrator.store.postgres import PostgresStore
 from orchestrator.store.sqlite import SqliteStore
 from orchestrator.tracker import Tracker
-from orchestrator.workspace.client import workspace_client
+from orchestrator.workspace.client import WorkspaceClient, workspace_client
 from orchestrator.workspace.enums import refresh_enums
 
 log = logging.getLogger("orchestrator.service")
@@ -142,20 +141,13 @@ class Service:
             [w.name for w in s.workspaces], [sink.name for sink in s.events.sinks] + ["callback"]
         )
         bus = EventBus()
-        total_in_flight = sum(w.max_in_flight for w in s.workspaces)
-        session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=total_in_flight + 8, ttl_dns_cache=300),
-            trust_env=False,
-        )
         runner: web.AppRunner | None = None
         engine_task: asyncio.Task[None] | None = None
+        clients: dict[str, WorkspaceClient] = {}
         try:
-            clients = {
-                w.name: workspace_client(
-                    w, session, os.environ.get(w.token_env) or None, clock, replica_id(s)
-                )
-                for w in s.workspaces
-            }
+            for w in s.workspaces:
+                token = os.environ.get(w.token_env) or None
+                clients[w.name] = workspace_client(w, token, clock, replica_id(s))
             engine = Engine(s, store, clock, metrics, bus, EventFactory(s.events), clients)
             await refresh_enums(clients, metrics)
             # Every active tracking is loaded before the pollers start: pages read
@@ -213,7 +205,8 @@ class Service:
                 await asyncio.wait([engine_task])
             if runner is not None:
                 await runner.cleanup()
-            await session.close()
+            for client in clients.values():
+                await client.close()
             await store.close()
         log.info("stopped", extra={"fields": {"failed": self.failed}})
         return 1 if self.failed else 0

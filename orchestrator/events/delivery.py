@@ -18,8 +18,6 @@ import os
 import random
 from collections.abc import Mapping
 
-import aiohttp
-
 from orchestrator.aio import wait_event
 from orchestrator.clock import Clock, iso
 from orchestrator.config import EventsConfig
@@ -32,6 +30,13 @@ from orchestrator.events.signing import secret_key, webhook_headers
 from orchestrator.events.sinkstate import SinkStates
 from orchestrator.metrics import DELIVERY_RESULTS, Metrics
 from orchestrator.store.base import Delivery, Store
+from orchestrator.transport import (
+    Answer,
+    AnswerTooLarge,
+    HttpTransport,
+    Transport,
+    TransportError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +51,8 @@ LEASE_MARGIN_S = 5.0
 RECHECK_S = 2.0
 PENDING_REFRESH_S = 2.0
 STORE_BACKOFF_S = 1.0
+# A sink's answer body is not used: only this much of it is read.
+ANSWER_LIMIT_BYTES = 64 * 1024
 
 
 class DeliveryService:
@@ -56,7 +63,7 @@ class DeliveryService:
         metrics: Metrics,
         clock: Clock,
         bus: EventBus,
-        session: aiohttp.ClientSession | None = None,
+        transport: Transport | None = None,
         secrets: Mapping[str, str] | None = None,
         rng: random.Random | None = None,
     ) -> None:
@@ -65,9 +72,8 @@ class DeliveryService:
         self._metrics = metrics
         self._clock = clock
         self._bus = bus
-        self._session = session
+        self._transport = transport
         self._rng = rng or random.Random()
-        self._timeout = aiohttp.ClientTimeout(total=events.delivery_timeout_s)
         self._lease_s = events.delivery_timeout_s + LEASE_MARGIN_S
         self._stopping = asyncio.Event()
         self._sinks_changed = asyncio.Event()
@@ -130,11 +136,11 @@ class DeliveryService:
             return
         if not self._states.loaded:
             await self._states.load()
-        own_session = self._session is None
-        if self._session is None:
-            limit = sum(d.max_in_flight for d in self._dests.values())
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=limit), trust_env=False
+        own_transport = self._transport is None
+        if self._transport is None:
+            self._transport = HttpTransport(
+                max_connections=sum(d.max_in_flight for d in self._dests.values()),
+                max_response_bytes=ANSWER_LIMIT_BYTES,
             )
         try:
             async with asyncio.TaskGroup() as tg:
@@ -147,9 +153,9 @@ class DeliveryService:
                     self._spawn(dest)
         finally:
             self._tg = None
-            if own_session:
-                await self._session.close()
-                self._session = None
+            if own_transport:
+                await self._transport.close()
+                self._transport = None
 
     def stop(self, grace_s: float | None = None) -> None:
         """Stop claiming; run() returns once in-flight attempts end or after
@@ -286,7 +292,7 @@ class DeliveryService:
         attempt = delivery.attempts + 1
         if not url:
             return Decision("dead", error="destination is not configured")
-        assert self._session is not None
+        assert self._transport is not None
         if dest.binary:
             headers, body = binary_mode(delivery.payload)
             headers["User-Agent"] = USER_AGENT
@@ -297,20 +303,20 @@ class DeliveryService:
         stamp = int(self._clock.now())
         headers.update(webhook_headers(dest.secret, delivery.event_id, stamp, body))
         try:
-            async with self._session.post(
-                url, data=body, headers=headers, allow_redirects=False, timeout=self._timeout
-            ) as resp:
-                status, retry_after = resp.status, resp.headers.get("Retry-After")
+            answer = await self._transport.send(
+                "POST", url, headers, body, self._events.delivery_timeout_s
+            )
+        except AnswerTooLarge as exc:  # the sink answered; only its status counts
+            answer = Answer(exc.status, b"", exc.retry_after)
         except TimeoutError:
             error = f"timeout after {self._events.delivery_timeout_s:g} s"
-        except aiohttp.ClientError as exc:
-            error = f"{type(exc).__name__}: {exc}"
-        else:
+            return dest.policy.after_error(error, attempt, delivery.event_time, self._clock.now())
+        except TransportError as exc:
             now = self._clock.now()
-            return dest.policy.after_response(
-                status, retry_after, attempt, delivery.event_time, now
-            )
-        return dest.policy.after_error(error, attempt, delivery.event_time, self._clock.now())
+            return dest.policy.after_error(str(exc), attempt, delivery.event_time, now)
+        return dest.policy.after_response(
+            answer.status, answer.retry_after, attempt, delivery.event_time, self._clock.now()
+        )
 
     async def _record(self, dest: Destination, delivery: Delivery, decision: Decision) -> None:
         now = self._clock.now()

@@ -15,17 +15,18 @@ import sys
 from typing import Any
 from urllib.parse import quote
 
-import aiohttp
 import orjson
 
 from orchestrator.clock import SystemClock
 from orchestrator.config import WorkspaceConfig
 from orchestrator.platform.discovery import DiscoveryError, execution_model
+from orchestrator.transport import HttpTransport, TransportError
 from orchestrator.workspace.client import workspace_client
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 EXIT_UNKNOWN = 1
 EXIT_FAILED = 3
+MAX_ANSWER_BYTES = 1024 * 1024
 
 
 def add_explain_command(subparsers: Any) -> None:
@@ -61,31 +62,30 @@ def run_explain(args: argparse.Namespace) -> int:
 async def fetch(args: argparse.Namespace) -> tuple[int, dict[str, Any] | None, str | None]:
     """(exit code, answer, error message) from the service or the workspace."""
     key: str = args.function_key
-    async with aiohttp.ClientSession(trust_env=False) as session:
-        if args.workspace_url:
-            return await _from_workspace(session, args.workspace_url, key)
-        return await _from_server(session, args.server, args.workspace, key)
+    if args.workspace_url:
+        return await _from_workspace(args.workspace_url, key)
+    return await _from_server(args.server, args.workspace, key)
 
 
-async def _from_workspace(
-    session: aiohttp.ClientSession, url: str, key: str
-) -> tuple[int, dict[str, Any] | None, str | None]:
+async def _from_workspace(url: str, key: str) -> tuple[int, dict[str, Any] | None, str | None]:
     try:
         cfg = WorkspaceConfig(base_url=url)
     except ValueError as exc:
         return EXIT_FAILED, None, f"--workspace-url: {exc}"
-    client = workspace_client(cfg, session, os.environ.get(cfg.token_env) or None, SystemClock())
+    client = workspace_client(cfg, os.environ.get(cfg.token_env) or None, SystemClock())
     try:
         answer = await execution_model(client, key)
     except DiscoveryError as exc:
         return EXIT_FAILED, None, str(exc)
+    finally:
+        await client.close()
     if answer is None:
         return EXIT_UNKNOWN, None, f"the Function Catalog has no function key {key}"
     return 0, answer, None
 
 
 async def _from_server(
-    session: aiohttp.ClientSession, server: str | None, workspace: str, key: str
+    server: str | None, workspace: str, key: str
 ) -> tuple[int, dict[str, Any] | None, str | None]:
     base = (server or os.environ.get("ORCH_SERVER") or DEFAULT_SERVER).rstrip("/")
     headers = {"Accept": "application/json"}
@@ -93,23 +93,21 @@ async def _from_server(
     if token:
         headers["Authorization"] = f"Bearer {token}"
     url = f"{base}/v1/functions/{quote(key, safe='')}/execution-model"
+    url += "?workspace=" + quote(workspace, safe="")
+    transport = HttpTransport(max_connections=1, max_response_bytes=MAX_ANSWER_BYTES)
     try:
-        async with session.get(
-            url,
-            params={"workspace": workspace},
-            headers=headers,
-            timeout=aiohttp.ClientTimeout(total=30),
-        ) as resp:
-            body = await resp.json(content_type=None)
-            status = resp.status
-    except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
+        answer = await transport.send("GET", url, headers, None, 30.0)
+        body = orjson.loads(answer.body)
+    except (TimeoutError, TransportError, ValueError) as exc:
         reason = str(exc) or type(exc).__name__
         return EXIT_FAILED, None, f"cannot reach the service at {base}: {reason}"
-    if status == 200 and isinstance(body, dict):
+    finally:
+        await transport.close()
+    if answer.status == 200 and isinstance(body, dict):
         return 0, body, None
     detail = body.get("detail") if isinstance(body, dict) else None
-    message = f"HTTP {status}" + (f": {detail}" if detail else "")
-    return (EXIT_UNKNOWN if status == 404 else EXIT_FAILED), None, message
+    message = f"HTTP {answer.status}" + (f": {detail}" if detail else "")
+    return (EXIT_UNKNOWN if answer.status == 404 else EXIT_FAILED), None, message
 
 
 def render(answer: dict[str, Any]) -> str:

@@ -16,12 +16,11 @@ from collections.abc import Coroutine, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
 
-import aiohttp
 import orjson
 
 from orchestrator.clock import Clock
 from orchestrator.config import WorkspaceConfig
-from orchestrator.errors import EnumResolutionError
+from orchestrator.errors import ConfigError, EnumResolutionError
 from orchestrator.interpret import EnumMap, fallback_enums, resolve_enums
 from orchestrator.interpret.filters import (
     ROUTES,
@@ -30,10 +29,15 @@ from orchestrator.interpret.filters import (
     resolve_filter_names,
 )
 from orchestrator.retry_after import parse_retry_after
+from orchestrator.transport import (
+    AnswerTooLarge,
+    HttpTransport,
+    Transport,
+    TransportError,
+)
 from orchestrator.vocabulary import STATUS_KINDS
 from orchestrator.workspace.gate import WorkspaceGate
 from orchestrator.workspace.readresult import ReadResult, answered, timed_out, trouble
-from orchestrator.workspace.transport import AiohttpTransport, Transport, TransportError
 
 log = logging.getLogger("orchestrator.workspace")
 
@@ -150,6 +154,8 @@ class WorkspaceClient:
             answer = await self._transport.send(method, url, headers, body, timeout_s)
         except TimeoutError:
             return timed_out(timeout_s, mono() - started)
+        except AnswerTooLarge as exc:
+            return trouble("invalid_response", str(exc), mono() - started)
         except TransportError as exc:
             return trouble("connection", str(exc), mono() - started)
         finally:
@@ -160,6 +166,10 @@ class WorkspaceClient:
         if result.retry_after:
             self.gate.block(result.retry_after)
         return result
+
+    async def close(self) -> None:
+        """End what is still being sent and free the connections."""
+        await self._transport.close()
 
     async def load_enums(self) -> bool:
         """Resolve every kind's enums, and the list routes' filter names, from the
@@ -216,14 +226,37 @@ class WorkspaceClient:
                 )  # fmt: skip
 
 
+def workspace_transport(cfg: WorkspaceConfig) -> HttpTransport:
+    """The workspace's own connections: its pool, its answer limit, its CA bundle."""
+    ca_pem = None
+    if cfg.ca_bundle:
+        try:
+            with open(cfg.ca_bundle, "rb") as f:
+                ca_pem = f.read()
+        except OSError as exc:
+            raise ConfigError(
+                f"workspaces.ca_bundle: cannot read {cfg.ca_bundle}: {exc.strerror or exc}"
+            ) from None
+    try:
+        return HttpTransport(
+            max_connections=cfg.max_in_flight,
+            max_response_bytes=cfg.max_response_bytes,
+            idle_timeout_s=cfg.pool_idle_timeout_s,
+            ca_pem=ca_pem,
+        )
+    except Exception as exc:  # the library refuses a bad PEM or a missing trust store
+        raise ConfigError(f"workspaces.ca_bundle: {cfg.ca_bundle or 'system'}: {exc}") from None
+
+
 def workspace_client(
     cfg: WorkspaceConfig,
-    session: aiohttp.ClientSession,
     token: str | None,
     clock: Clock,
     replica: str | None = None,
+    transport: Transport | None = None,
 ) -> WorkspaceClient:
-    """A client of ``cfg``'s workspace over aiohttp, behind a gate of its own; its
-    requests name ``replica`` when given."""
+    """A client of ``cfg``'s workspace over its own connections (or ``transport``),
+    behind a gate of its own; its requests name ``replica`` when given."""
     gate = WorkspaceGate(cfg.max_requests_per_second, cfg.max_in_flight, clock.monotonic)
-    return WorkspaceClient(cfg, AiohttpTransport(session), token, gate, clock, replica)
+    transport = transport or workspace_transport(cfg)
+    return WorkspaceClient(cfg, transport, token, gate, clock, replica)

@@ -24,9 +24,9 @@ from orchestrator.events.cloudevents import EventFactory
 from orchestrator.metrics import Metrics
 from orchestrator.store.base import NewTracking, Tracking
 from orchestrator.store.memory import MemoryStore
+from orchestrator.transport import Answer
 from orchestrator.workspace.client import WorkspaceClient
 from orchestrator.workspace.gate import WorkspaceGate
-from orchestrator.workspace.transport import Answer
 
 BASE = "http://workspace.test"
 EPOCH = 1_800_000_000.0  # wall time at virtual monotonic 0
@@ -120,6 +120,9 @@ class FakeTransport:
         if isinstance(reply, BaseException):
             raise reply
         return reply
+
+    async def close(self) -> None:
+        pass
 
 
 POLLING = {
