@@ -21,14 +21,17 @@ def append(report: dict[str, Any], commit: str, note: str, path: Path = RUNS) ->
     with path.open(newline="") as f:
         columns = next(csv.reader(f))
     totals = report.get("saturation_totals") or {}
-    turns = [pair["baseline_polls_per_s"] for pair in report.get("saturation_pairs") or []]
+    turns = [r["baseline_polls_per_s"] for r in report.get("saturation_rounds") or []]
     known = {
         "commit": commit,
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "method": "turns-medians",
         "note": note,
-        "ratio_totals": totals.get("ratio"),
-        "cpu_ratio_totals": totals.get("cpu_ratio"),
+        # ratio and cpu_ratio have always been the service against the aiohttp loop.
+        "ratio": report.get("ratio_vs_aiohttp"),
+        "cpu_ratio": report.get("cpu_ratio_vs_aiohttp"),
+        "ratio_totals": totals.get("ratio_vs_aiohttp"),
+        "cpu_ratio_totals": totals.get("cpu_ratio_vs_aiohttp"),
         "baseline_turn_min_polls_per_s": min(turns, default=None),
         "baseline_turn_max_polls_per_s": max(turns, default=None),
     }

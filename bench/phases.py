@@ -32,6 +32,7 @@ from bench.procs import (
     scrape,
     serve_config,
 )
+from orchestrator.clock import parse_iso
 
 JOB_STATUS = "/api/workspace/functions/jobs/"
 
@@ -132,12 +133,14 @@ class Baseline:
         self.proc = proc
 
     @classmethod
-    async def start(cls, sim: Simulator, ids: list[str], p: Params, workdir: Path) -> Baseline:
-        ids_file = workdir / "ids.txt"
+    async def start(
+        cls, client: str, sim: Simulator, ids: list[str], p: Params, workdir: Path
+    ) -> Baseline:
+        ids_file = workdir / f"ids-{client}.txt"
         ids_file.write_text("\n".join(ids) + "\n")
         args = [
-            sys.executable, str(REPO / "bench" / "baseline.py"), "--url", sim.url,
-            "--ids-file", str(ids_file), "--concurrency", str(p.concurrency),
+            sys.executable, str(REPO / "bench" / "baseline.py"), "--client", client,
+            "--url", sim.url, "--ids-file", str(ids_file), "--concurrency", str(p.concurrency),
         ]  # fmt: skip
         proc = await asyncio.create_subprocess_exec(
             *args, stdin=subprocess.PIPE, stdout=subprocess.PIPE
@@ -178,106 +181,142 @@ async def _sim_reads(session: aiohttp.ClientSession, sim: Simulator) -> float:
     return total
 
 
+# The sides that take turns at saturation, in turn order, and their report prefixes:
+# the bare aiohttp loop (the anchor), the bare loop of the service's own client
+# library (the limit of its stack), the service.
+SIDES = (("aiohttp", "baseline"), ("pyreqwest", "own_client"), ("service", "orchestrator"))
+Turn = tuple[float, float, float, float]  # simulator-counted reads, CPU s, wall s, sim CPU s
+
+
 async def side_by_side(
     session: aiohttp.ClientSession, serve: Serve, sim: Simulator, ids: list[str], p: Params,
     workdir: Path,
 ) -> dict[str, Any]:  # fmt: skip
-    """The bare loop and the saturated service, taking turns on the machine.
+    """The two bare loops and the saturated service, taking turns on the machine.
 
-    Both processes are alive; one is stopped (SIGSTOP) while the other runs, and
-    they alternate ``p.turns`` times each, ``window_s / turns`` seconds a turn,
-    baseline first. In every turn the same three things are measured for
-    whichever side runs: the reads the simulator answered (only that side is
-    sending), the side's CPU time (``/proc``) and the wall time. Each baseline
-    turn and the service turn after it make a pair; ``ratio`` and
-    ``cpu_ratio`` are the medians of the pairs' ratios, and each side's own
-    figures the medians of its turns. A shared machine changes speed from one
-    second to the next: a pair hit by outside load drops out of a median,
-    while it would drag a total. The totals over all turns are in the
-    report too (``saturation_totals``), as are both sides' own counts as a
-    cross-check of the simulator's.
+    All three processes are alive; two are stopped (SIGSTOP) while the third
+    runs, in the order of ``SIDES``, ``p.turns`` rounds, ``window_s / turns``
+    seconds a turn. In every turn the same things are measured for whichever
+    side runs: the reads the simulator answered (only that side is sending),
+    the side's CPU time over all its threads (``/proc``) and the wall time. The
+    three turns of a round make a triple; each ratio is the median of the
+    triples' ratios, and each side's own figures the medians of its turns. A
+    shared machine changes speed from one second to the next: a round hit by
+    outside load drops out of a median, while it would drag a total. The
+    totals over all turns are in the report too (``saturation_totals``), as
+    are the sides' own counts as a cross-check of the simulator's.
     """
     await _pause(serve.pid)
-    base = await Baseline.start(sim, ids, p, workdir)
+    loops = {}
+    for client in ("aiohttp", "pyreqwest"):
+        loops[client] = await Baseline.start(client, sim, ids, p, workdir)
+        await loops[client].mark()  # answered once started, its ids loaded and polling
+        await _pause(loops[client].pid)
+    pids = {"aiohttp": loops["aiohttp"].pid, "pyreqwest": loops["pyreqwest"].pid,
+            "service": serve.pid}  # fmt: skip
     turn_s = p.window_s / p.turns
-    # per turn: simulator-counted reads, the side's CPU s, wall s, simulator CPU s
-    turns: dict[str, list[tuple[float, float, float, float]]] = {"baseline": [], "service": []}
+    turns: dict[str, list[Turn]] = {side: [] for side, _ in SIDES}
+    marks: dict[str, list[dict[str, float]]] = {"aiohttp": [], "pyreqwest": []}
     try:
-        await base.mark()  # answered once started, its ids loaded and polling
-        await asyncio.sleep(p.warmup_s)
-        for i in range(2 * p.turns):
-            name = "baseline" if i % 2 == 0 else "service"
-            pid = base.pid if name == "baseline" else serve.pid
-            if i > 0:
+        for round_ in range(p.turns):
+            for side, _ in SIDES:
+                pid = pids[side]
                 os.kill(pid, signal.SIGCONT)
-            if i == 0:
-                first_mark = await base.mark()
-            elif i == 1:
-                first_scrape = await scrape(session, serve.url)
-            reads0 = await _sim_reads(session, sim)
-            cpu0, sim0, t0 = cpu_seconds(pid), cpu_seconds(sim.pid), time.monotonic()
-            await asyncio.sleep(turn_s)
-            t1, cpu1, sim1 = time.monotonic(), cpu_seconds(pid), cpu_seconds(sim.pid)
-            reads = await _sim_reads(session, sim) - reads0
-            turns[name].append((reads, cpu1 - cpu0, t1 - t0, sim1 - sim0))
-            if i == 2 * p.turns - 2:
-                last_mark = await base.mark()
-            elif i == 2 * p.turns - 1:
-                last_scrape = await scrape(session, serve.url)
-            await _pause(pid)
+                if round_ == 0:
+                    await asyncio.sleep(p.warmup_s / len(SIDES))
+                if side == "service" and round_ in (0, p.turns - 1):
+                    marks.setdefault("service", []).append(await scrape(session, serve.url))
+                elif side != "service" and round_ in (0, p.turns - 1):
+                    marks[side].append(await loops[side].mark())
+                reads0 = await _sim_reads(session, sim)
+                cpu0, sim0, t0 = cpu_seconds(pid), cpu_seconds(sim.pid), time.monotonic()
+                await asyncio.sleep(turn_s)
+                t1, cpu1, sim1 = time.monotonic(), cpu_seconds(pid), cpu_seconds(sim.pid)
+                reads = await _sim_reads(session, sim) - reads0
+                turns[side].append((reads, cpu1 - cpu0, t1 - t0, sim1 - sim0))
+                if round_ == p.turns - 1:
+                    if side == "service":
+                        marks["service"].append(await scrape(session, serve.url))
+                    else:
+                        marks[side].append(await loops[side].mark())
+                await _pause(pid)
     finally:
-        await base.stop()
+        for loop in loops.values():
+            await loop.stop()
         os.kill(serve.pid, signal.SIGCONT)
+    return _saturation_report(turns, marks, turn_s, p)
 
-    def rate(t: tuple[float, float, float, float]) -> float:
-        return t[0] / t[2]
 
-    def cpu_ms(t: tuple[float, float, float, float]) -> float:
-        return 1000 * t[1] / max(1.0, t[0])
+def _rate(t: Turn) -> float:
+    return t[0] / t[2]
 
-    b, s = turns["baseline"], turns["service"]
-    pairs = list(zip(b, s, strict=True))
+
+def _cpu_ms(t: Turn) -> float:
+    return 1000 * t[1] / max(1.0, t[0])
+
+
+def _round(triple: tuple[Turn, Turn, Turn]) -> dict[str, float]:
+    """One round's figures, each side's under its report prefix."""
+    out = {}
+    for turn, (_, prefix) in zip(triple, SIDES, strict=True):
+        out[f"{prefix}_polls_per_s"] = _rate(turn)
+        out[f"{prefix}_cpu_ms_per_poll"] = _cpu_ms(turn)
+    return out
+
+
+def _saturation_report(
+    turns: dict[str, list[Turn]], marks: dict[str, list[dict[str, float]]], turn_s: float,
+    p: Params,
+) -> dict[str, Any]:  # fmt: skip
+    report: dict[str, Any] = {}
     totals: dict[str, float] = {}
-    for name, prefix in (("baseline", "baseline"), ("service", "orchestrator")):
-        polls = sum(t[0] for t in turns[name])
-        totals[f"{prefix}_polls_per_s"] = polls / sum(t[2] for t in turns[name])
-        totals[f"{prefix}_cpu_ms_per_poll"] = 1000 * sum(t[1] for t in turns[name]) / polls
-    totals["ratio"] = totals["orchestrator_polls_per_s"] / totals["baseline_polls_per_s"]
-    totals["cpu_ratio"] = (
-        totals["orchestrator_cpu_ms_per_poll"] / totals["baseline_cpu_ms_per_poll"]
+    for side, prefix in SIDES:
+        mine = turns[side]
+        report[f"{prefix}_polls_per_s"] = statistics.median(_rate(t) for t in mine)
+        report[f"{prefix}_cpu_ms_per_poll"] = statistics.median(_cpu_ms(t) for t in mine)
+        polls = sum(t[0] for t in mine)
+        totals[f"{prefix}_polls_per_s"] = polls / sum(t[2] for t in mine)
+        totals[f"{prefix}_cpu_ms_per_poll"] = 1000 * sum(t[1] for t in mine) / polls
+        report[f"{prefix}_polls_simulator_count"] = polls
+        report[f"simulator_cpu_share_{prefix}"] = sum(t[3] for t in mine) / sum(t[2] for t in mine)
+    triples = list(zip(turns["aiohttp"], turns["pyreqwest"], turns["service"], strict=True))
+    for name, index in (("aiohttp", 0), ("own_client", 1)):
+        report[f"ratio_vs_{name}"] = statistics.median(
+            _rate(t[2]) / _rate(t[index]) for t in triples
+        )
+        report[f"cpu_ratio_vs_{name}"] = statistics.median(
+            _cpu_ms(t[2]) / _cpu_ms(t[index]) for t in triples
+        )
+        prefix = "baseline" if name == "aiohttp" else name
+        totals[f"ratio_vs_{name}"] = (
+            totals["orchestrator_polls_per_s"] / totals[f"{prefix}_polls_per_s"]
+        )
+        totals[f"cpu_ratio_vs_{name}"] = (
+            totals["orchestrator_cpu_ms_per_poll"] / totals[f"{prefix}_cpu_ms_per_poll"]
+        )
+    service = marks["service"]
+    report.update(
+        {
+            "saturation_totals": totals,
+            "saturation_rounds": [_round(t) for t in triples],
+            "saturation_turns": p.turns,
+            "saturation_turn_s": turn_s,
+            # Each side's own count from its first turn to its last (with the moments
+            # between turns), beside the simulator's count of its turns.
+            "baseline_polls_own_count": marks["aiohttp"][1]["polls"] - marks["aiohttp"][0]["polls"],
+            "own_client_polls_own_count": (
+                marks["pyreqwest"][1]["polls"] - marks["pyreqwest"][0]["polls"]
+            ),
+            "orchestrator_polls_own_count": service[1]["polls"] - service[0]["polls"],
+            "baseline_errors": marks["aiohttp"][1]["errors"],
+            "own_client_errors": marks["pyreqwest"][1]["errors"],
+            "orchestrator_cpu_share_saturation": sum(t[1] for t in turns["service"])
+            / sum(t[2] for t in turns["service"]),
+            "saturation_non_ok_polls": (service[1]["polls"] - service[0]["polls"])
+            - (service[1]["polls_ok"] - service[0]["polls_ok"]),
+        }
     )
-    own = last_scrape["polls"] - first_scrape["polls"]
-    return {
-        "baseline_polls_per_s": statistics.median(rate(t) for t in b),
-        "orchestrator_polls_per_s": statistics.median(rate(t) for t in s),
-        "ratio": statistics.median(rate(ts) / rate(tb) for tb, ts in pairs),
-        "baseline_cpu_ms_per_poll": statistics.median(cpu_ms(t) for t in b),
-        "orchestrator_cpu_ms_per_poll": statistics.median(cpu_ms(t) for t in s),
-        "cpu_ratio": statistics.median(cpu_ms(ts) / cpu_ms(tb) for tb, ts in pairs),
-        "saturation_totals": totals,
-        "saturation_pairs": [
-            {
-                "baseline_polls_per_s": rate(tb),
-                "orchestrator_polls_per_s": rate(ts),
-                "baseline_cpu_ms_per_poll": cpu_ms(tb),
-                "orchestrator_cpu_ms_per_poll": cpu_ms(ts),
-            }
-            for tb, ts in pairs
-        ],
-        "saturation_turns": p.turns,
-        "saturation_turn_s": turn_s,
-        # Each side's own count over its turns (plus the moments between them),
-        # against the simulator's count of the same turns.
-        "baseline_polls_own_count": last_mark["polls"] - first_mark["polls"],
-        "orchestrator_polls_own_count": own,
-        "baseline_polls_simulator_count": sum(t[0] for t in b),
-        "orchestrator_polls_simulator_count": sum(t[0] for t in s),
-        "baseline_errors": last_mark["errors"],
-        "simulator_cpu_share_baseline": sum(t[3] for t in b) / sum(t[2] for t in b),
-        "simulator_cpu_share_saturation": sum(t[3] for t in s) / sum(t[2] for t in s),
-        "orchestrator_cpu_share_saturation": sum(t[1] for t in s) / sum(t[2] for t in s),
-        "saturation_non_ok_polls": own - (last_scrape["polls_ok"] - first_scrape["polls_ok"]),
-    }
+    return report
 
 
 def _item(rid: str) -> dict[str, Any]:
@@ -381,27 +420,43 @@ async def writes_done(session: aiohttp.ClientSession, serve: Serve) -> float:
     return time.time() - serve.started_at
 
 
-async def restart(session: aiohttp.ClientSession, serve: Serve, rate: float) -> dict[str, float]:
-    """From process start to every resumed tracking read once, and the peak request rate meanwhile."""
+async def restart(
+    session: aiohttp.ClientSession, serve: Serve, rate: float, new_id: str
+) -> dict[str, float]:
+    """From process start to every resumed tracking read once, the peak request rate
+    meanwhile, and how soon a tracking posted halfway through is first read."""
     serve.spawn()
     t0 = serve.started_at
     await serve.ready(session)
     ready_s = time.time() - t0
     samples: list[tuple[float, float]] = []
     done_at = None
-    async with asyncio.timeout(600):
-        while True:
-            now = await scrape(session, serve.url)
-            samples.append((time.monotonic(), now["polls"]))
-            # The service counts the resumed trackings it has not read yet.
-            if now["resume_pending"] == 0:
-                done_at = time.time()
-                break
-            # Finer near the end, where the spacing is the figure's error; coarser
-            # before, since every scrape costs the service loop time. pending / rate
-            # is the least time left (no read beats the limit).
-            left_s = now["resume_pending"] / rate
-            await asyncio.sleep(0.05 if left_s < 0.5 else min(1.0, left_s - 0.45))
+    newcomer: asyncio.Task[float] | None = None
+    first_pending = None
+    try:
+        async with asyncio.timeout(600):
+            while True:
+                now = await scrape(session, serve.url)
+                samples.append((time.monotonic(), now["polls"]))
+                # The service counts the resumed trackings it has not read yet.
+                pending = now["resume_pending"]
+                if pending == 0:
+                    done_at = time.time()
+                    break
+                first_pending = first_pending or pending
+                if newcomer is None and pending <= first_pending / 2:
+                    newcomer = asyncio.create_task(first_read_of_new(session, serve, new_id))
+                # Finer near the end, where the spacing is the figure's error; coarser
+                # before, since every scrape costs the service loop time. pending / rate
+                # is the least time left (no read beats the limit).
+                left_s = pending / rate
+                await asyncio.sleep(0.05 if left_s < 0.5 else min(0.5, left_s - 0.45))
+        if newcomer is None:  # caught up before the first scrape: posted after it
+            newcomer = asyncio.create_task(first_read_of_new(session, serve, new_id))
+        new_first_read_s = await newcomer
+    finally:
+        if newcomer is not None and not newcomer.done():
+            newcomer.cancel()
     samples.append((time.monotonic(), (await scrape(session, serve.url))["polls"]))
     peak = 0.0
     for i, (t, n) in enumerate(samples):
@@ -418,7 +473,23 @@ async def restart(session: aiohttp.ClientSession, serve: Serve, rate: float) -> 
         "restart_to_polling_s": done_at - t0,
         "restart_peak_polls_per_s": peak,
         "restart_rate_limit": rate,
+        "restart_new_first_read_s": new_first_read_s,
     }
+
+
+async def first_read_of_new(session: aiohttp.ClientSession, serve: Serve, rid: str) -> float:
+    """Post a tracking of ``rid``; seconds from its creation to its first read (the
+    service's own timestamps)."""
+    async with session.post(f"{serve.url}/v1/trackings", json=_item(rid)) as resp:
+        assert resp.status == 201, await resp.text()
+        tracking_id = (await resp.json())["tracking_id"]
+    async with asyncio.timeout(120):
+        while True:
+            async with session.get(f"{serve.url}/v1/trackings/{tracking_id}") as resp:
+                t = await resp.json()
+            if t["polls"] >= 1:
+                return parse_iso(t["last_polled_at"]) - parse_iso(t["created_at"])
+            await asyncio.sleep(0.02)
 
 
 def polling(
@@ -480,8 +551,11 @@ async def throughput(
     report.update(await side_by_side(session, serve, sim, ids, p, workdir))
     serve.kill()  # SIGKILL: the restart below resumes from whatever was committed
 
-    serve = new_serve(workdir, "restart", sim, db, polling(1.0, 30.0), p, p.restart_rate)
-    report.update(await restart(session, serve, p.restart_rate))
+    restart_polling = polling(1.0, 30.0)
+    serve = new_serve(workdir, "restart", sim, db, restart_polling, p, p.restart_rate)
+    new_id = (await bulk_jobs(session, sim.url, 1))[0]
+    report.update(await restart(session, serve, p.restart_rate, new_id))
+    report["restart_initial_delay_s"] = restart_polling["initial_delay_s"]
     report["restart_exit_code"] = serve.terminate()
 
     half_rate = report["orchestrator_polls_per_s"] / 2
