@@ -7,6 +7,7 @@ from typing import Any
 
 from aiohttp import web
 
+from orchestrator.api.problems import forwarded_problem
 from orchestrator.api.trackings import (
     json_response,
     path_tracking_id,
@@ -21,12 +22,6 @@ from orchestrator.runtime import RUNTIME
 routes = web.RouteTableDef()
 
 _FUNCTION_KEY = re.compile(r"[A-Za-z0-9._:-]{1,200}")
-_TITLES = {
-    404: "Not found",
-    409: "Cannot stop retries",
-    502: "Workspace error",
-    503: "Workspace busy",
-}
 _NO_RETRY_CHAIN = ("Cannot stop retries", "only function jobs have a retry chain")
 
 
@@ -49,8 +44,10 @@ async def get_execution_model(request: web.Request) -> web.Response:
             400, "Invalid query", "workspace: unknown workspace", field="workspace"
         ) from None
     except DiscoveryError as exc:
-        raise ApiProblem(
-            502, "Workspace error", str(exc), extra={"route": exc.route, "result": exc.read.result}
+        why = exc.failure
+        extra = {"route": exc.route, "result": exc.read.result, **why.extra}
+        raise forwarded_problem(
+            why.status, why.detail, "Workspace error", extra, why.retry_after
         ) from None
     if answer is None:
         raise ApiProblem(
@@ -101,11 +98,10 @@ async def stop_retries(request: web.Request) -> web.Response:
     body = answer.body(tracking.tracking_id, tracking.remote_id)
     if answer.status in (200, 202):
         return json_response(body, answer.status)
-    headers = {}
-    if answer.retry_after is not None:
-        headers["Retry-After"] = str(max(1, round(answer.retry_after)))
-    title = "Stale version" if answer.stale else _TITLES.get(answer.status, "Error")
+    conflict = "Stale version" if answer.stale else "Cannot stop retries"
     extra = {k: v for k, v in body.items() if k not in ("detail", "tracking_id")}
     extra.update(answer.extra, stale=answer.stale)
     field = "expected_modified_at" if answer.stale else None
-    raise ApiProblem(answer.status, title, answer.detail, field=field, extra=extra, headers=headers)
+    raise forwarded_problem(
+        answer.status, answer.detail, conflict, extra, answer.retry_after, field
+    )

@@ -16,6 +16,7 @@ from aiohttp import web
 
 from orchestrator.api.intake import follow_up_items, validate_intake
 from orchestrator.api.models import MAX_BATCH
+from orchestrator.api.problems import forwarded_problem
 from orchestrator.errors import (
     AlreadyTerminal,
     ApiProblem,
@@ -239,16 +240,9 @@ async def cancel_tracking(request: web.Request) -> web.Response:
     }
     if answer.status == 202:
         return json_response(body, 202)
-    headers = {}
-    if answer.retry_after is not None:
-        headers["Retry-After"] = str(max(1, round(answer.retry_after)))
-    title = {409: "Cannot cancel", 502: "Workspace error", 503: "Workspace busy"}[answer.status]
-    raise ApiProblem(
-        answer.status,
-        title,
-        answer.detail,
-        extra={"remote_status": answer.remote_status},
-        headers=headers,
+    extra = {"remote_status": answer.remote_status, **answer.extra}
+    raise forwarded_problem(
+        answer.status, answer.detail, "Cannot cancel", extra, answer.retry_after
     )
 
 

@@ -78,7 +78,7 @@ async def _from_workspace(
     try:
         answer = await execution_model(client, key)
     except DiscoveryError as exc:
-        return EXIT_FAILED, None, str(exc)
+        return EXIT_FAILED, None, exc.failure.detail
     if answer is None:
         return EXIT_UNKNOWN, None, f"the Function Catalog has no function key {key}"
     return 0, answer, None
