@@ -289,6 +289,31 @@ class Problem(BaseModel):
     field: str | None = Field(default=None, description="The request field at fault.")
 
 
+class WorkspaceProblemDetails(BaseModel):
+    """What the workspace's own problem said: these members only, each bounded, and
+    never the workspace token."""
+
+    type: str | None = None
+    title: str | None = None
+    status: int | None = None
+    detail: str | None = None
+    errors: dict[str, list[str]] | None = None
+
+
+class ForwardedProblem(Problem):
+    """A problem about a request the service made to the workspace for the caller."""
+
+    workspace_status: int | None = Field(
+        default=None, description="The workspace's HTTP status; null when it did not answer."
+    )
+    workspace_problem: WorkspaceProblemDetails | None = Field(
+        default=None, description="A 4xx answer's problem details, as the workspace gave them."
+    )
+    error_kind: ErrorKind | None = Field(
+        default=None, description="502/503/504: what went wrong between us and the workspace."
+    )
+
+
 class CancelOut(BaseModel):
     tracking_id: str
     remote_status: str | None
