@@ -11,7 +11,7 @@ from urllib.parse import unquote, urlsplit
 from pydantic import ValidationError
 
 from orchestrator.api.filter_intake import DeclaredNames, filter_intake, refuse_filter_fields
-from orchestrator.api.models import FollowUpsBody, IntakeBody, valid_remote_id
+from orchestrator.api.models import MAX_BATCH, FollowUpsBody, IntakeBody, valid_remote_id
 from orchestrator.api.problems import from_validation_error
 from orchestrator.config import Settings, WorkspaceConfig
 from orchestrator.errors import ApiProblem
@@ -183,36 +183,41 @@ def follow_up_items(raw: Any) -> tuple[FollowUpsBody, list[dict[str, Any]]]:
         body = FollowUpsBody.model_validate(raw)
     except ValidationError as exc:
         raise from_validation_error(exc) from None
-    ids: Any = None
-    for key, value in body.runtime_result.items():
-        if key.lower() == "followupoperationids":
-            ids = value
-            break
-    if ids is None:
-        raise _invalid("runtime_result.FollowUpOperationIds", "is required")
+    field = "runtime_result.FollowUpOperationIds"
+    found = [v for k, v in body.runtime_result.items() if k.lower() == "followupoperationids"]
+    if not found:
+        raise _invalid(field, "is required")
+    if len(found) > 1:
+        raise _invalid(field, "is given more than once (field names are matched in any case)")
+    ids = found[0]
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-        raise _invalid("runtime_result.FollowUpOperationIds", "must be a list of job ids")
+        raise _invalid(field, "must be a list of job ids")
+    if len(ids) > MAX_BATCH:
+        raise _invalid(field, f"at most {MAX_BATCH} job ids")
     for i, job_id in enumerate(ids):
         if not valid_remote_id(job_id):
             raise _invalid(
-                f"runtime_result.FollowUpOperationIds.{i}",
-                "must be 1-200 characters of [A-Za-z0-9._:-], not dots alone",
+                f"{field}.{i}", "must be 1-200 characters of [A-Za-z0-9._:-], not dots alone"
             )
-    items = [
-        {
-            "kind": Kind.FUNCTION_JOB.value,
-            "remote_id": job_id,
-            "workspace": body.workspace,
-            "timeout_s": body.timeout_s,
-            "labels": body.labels,
-            "correlation_id": body.correlation_id,
-            "callback_url": body.callback_url,
-            "notify": body.notify,
-        }
-        for job_id in dict.fromkeys(ids)
-    ]
-    for item in items:
-        for key in ("timeout_s", "correlation_id", "callback_url"):
-            if item[key] is None:
-                del item[key]
-    return body, items
+    return body, [_follow_up(body, job_id) for job_id in dict.fromkeys(ids)]
+
+
+def follow_up_probe(body: FollowUpsBody) -> dict[str, Any]:
+    """An intake body with the fields that would apply to each follow-up, to check them
+    when the runtime result returned none."""
+    return _follow_up(body, "follow-up")
+
+
+def _follow_up(body: FollowUpsBody, job_id: str) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "kind": Kind.FUNCTION_JOB.value,
+        "remote_id": job_id,
+        "workspace": body.workspace,
+        "labels": body.labels,
+        "notify": body.notify,
+    }
+    for key in ("timeout_s", "correlation_id", "callback_url"):
+        value = getattr(body, key)
+        if value is not None:
+            item[key] = value
+    return item

@@ -26,11 +26,26 @@ FUNCTION_KEY_RE = re.compile(r"[A-Za-z0-9._:/@+-]{1,200}")  # as engine/workclas
 LABEL_KEY_RE = re.compile(r"[A-Za-z0-9_.-]{1,63}")
 MAX_LABELS = 32
 MAX_BATCH = 1000
+# RFC 3339 date-time (section 5.6): a full date, T, a full time, a zone.
+RFC3339_RE = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})", re.ASCII
+)
 
 
 def valid_remote_id(value: str) -> bool:
     # "." and ".." would change the route once substituted into the path.
     return bool(REMOTE_ID_RE.fullmatch(value)) and value.strip(".") != ""
+
+
+def valid_rfc3339(value: str) -> bool:
+    """An RFC 3339 date-time that names a real instant (no 30 February, no hour 24)."""
+    if not RFC3339_RE.fullmatch(value):
+        return False
+    try:
+        datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return True
 
 
 class IntakeBody(BaseModel):
@@ -272,6 +287,31 @@ class Problem(BaseModel):
     status: int
     detail: str | None = None
     field: str | None = Field(default=None, description="The request field at fault.")
+
+
+class WorkspaceProblemDetails(BaseModel):
+    """What the workspace's own problem said: these members only, each bounded, and
+    never the workspace token."""
+
+    type: str | None = None
+    title: str | None = None
+    status: int | None = None
+    detail: str | None = None
+    errors: dict[str, list[str]] | None = None
+
+
+class ForwardedProblem(Problem):
+    """A problem about a request the service made to the workspace for the caller."""
+
+    workspace_status: int | None = Field(
+        default=None, description="The workspace's HTTP status; null when it did not answer."
+    )
+    workspace_problem: WorkspaceProblemDetails | None = Field(
+        default=None, description="A 4xx answer's problem details, as the workspace gave them."
+    )
+    error_kind: ErrorKind | None = Field(
+        default=None, description="502/503/504: what went wrong between us and the workspace."
+    )
 
 
 class CancelOut(BaseModel):

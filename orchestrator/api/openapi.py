@@ -12,6 +12,7 @@ from orchestrator.api.models import (
     CancelOut,
     FollowUpsBody,
     FollowUpsOut,
+    ForwardedProblem,
     IntakeBody,
     Problem,
     ReplayBody,
@@ -31,11 +32,15 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-def _problem(description: str) -> dict[str, Any]:
+def _problem(description: str, model: type[BaseModel] = Problem) -> dict[str, Any]:
     return {
         "description": description,
-        "content": {"application/problem+json": {"schema": _ref(Problem)}},
+        "content": {"application/problem+json": {"schema": _ref(model)}},
     }
+
+
+def _forwarded(description: str) -> dict[str, Any]:
+    return _problem(description, ForwardedProblem)
 
 
 _ERRORS = {
@@ -45,6 +50,13 @@ _ERRORS = {
     "415": _problem("Body is not JSON"),
     "422": _problem("Invalid field (named in `field`)"),
     "503": _problem("Draining or store unavailable"),
+}
+# A request the service makes to the workspace for the caller, when it is not carried
+# out (orchestrator.workspace.forwarded): a refusal as such, trouble as trouble.
+_WORKSPACE_TROUBLE = {
+    "502": _forwarded("Workspace error: no connection, its 5xx, 401/403, an unusable answer"),
+    "503": _forwarded("Draining, store unavailable, or the workspace asked us to wait"),
+    "504": _forwarded("The workspace did not answer in time"),
 }
 _TRACKING_ID = {
     "name": "tracking_id",
@@ -75,6 +87,7 @@ def build_openapi() -> dict[str, Any]:
         BatchOut,
         FollowUpsOut,
         Problem,
+        ForwardedProblem,
         CancelOut,
         ReplayBody,
     ]
@@ -160,10 +173,14 @@ def build_openapi() -> dict[str, Any]:
                 "operationId": "cancelTracking",
                 "responses": {
                     "202": _json(_ref(CancelOut), "Cancel accepted"),
-                    "404": _problem("Unknown"),
-                    "409": _problem("Not cancellable now"),
-                    "502": _problem("Workspace error"),
                     **_ERRORS,
+                    "404": _forwarded("Unknown tracking; or the workspace answered 404"),
+                    "409": _forwarded(
+                        "Not cancellable (`remote_status`), not a function job, terminal; "
+                        "or the workspace refused it with 409"
+                    ),
+                    "422": _forwarded("A body other than {}; or the workspace's other 4xx"),
+                    **_WORKSPACE_TROUBLE,
                 },
             },
         },
@@ -279,7 +296,15 @@ def build_openapi() -> dict[str, Any]:
                             "schema": {
                                 "type": "object",
                                 "additionalProperties": False,
-                                "properties": {"expected_modified_at": {"type": "string"}},
+                                "properties": {
+                                    "expected_modified_at": {
+                                        "type": ["string", "null"],
+                                        "format": "date-time",
+                                        "maxLength": 64,
+                                        "description": "The job's ModifiedAt (RFC 3339), "
+                                        "sent as ExpectedModifiedAt; null or absent: read it",
+                                    }
+                                },
                             }
                         }
                     },
@@ -287,10 +312,14 @@ def build_openapi() -> dict[str, Any]:
                 "responses": {
                     "202": _json({"type": "object"}, "Stop accepted (job.retry.stopRequested)"),
                     "200": _json({"type": "object"}, "Already requested (idempotent)"),
-                    "404": _problem("Unknown"),
-                    "409": _problem("Stale version, not a function job, or terminal"),
-                    "502": _problem("Workspace error"),
                     **_ERRORS,
+                    "404": _forwarded("Unknown tracking; or the workspace answered 404"),
+                    "409": _forwarded(
+                        "Stale version, CanStopRetries false, not a function job, terminal; "
+                        "or the workspace refused it with 409"
+                    ),
+                    "422": _forwarded("A bad body (`field`); or the workspace's other 4xx"),
+                    **_WORKSPACE_TROUBLE,
                 },
             },
         },
@@ -309,8 +338,9 @@ def build_openapi() -> dict[str, Any]:
                 "responses": {
                     "200": _json({"type": "object"}, "The decision-table row and flags"),
                     "404": _problem("Unknown function key"),
-                    "502": _problem("Workspace error"),
                     **_ERRORS,
+                    "422": _problem("Bad function key, unknown workspace or query parameter"),
+                    **_WORKSPACE_TROUBLE,
                 },
             },
         },

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from aiohttp import web
 
+from orchestrator.api.models import valid_rfc3339
+from orchestrator.api.problems import forwarded_problem
 from orchestrator.api.trackings import (
     json_response,
     path_tracking_id,
@@ -16,41 +17,41 @@ from orchestrator.api.trackings import (
 )
 from orchestrator.errors import ApiProblem, TrackingError, UnknownWorkspace
 from orchestrator.platform.discovery import DiscoveryError
+from orchestrator.platform.execution_model import FUNCTION_KEY_RULE, valid_function_key
 from orchestrator.runtime import RUNTIME
 
 routes = web.RouteTableDef()
 
-_FUNCTION_KEY = re.compile(r"[A-Za-z0-9._:-]{1,200}")
-_TITLES = {
-    404: "Not found",
-    409: "Cannot stop retries",
-    502: "Workspace error",
-    503: "Workspace busy",
-}
 _NO_RETRY_CHAIN = ("Cannot stop retries", "only function jobs have a retry chain")
+_MODEL_QUERY = frozenset({"workspace"})
 
 
 @routes.get("/v1/functions/{function_key}/execution-model")
 async def get_execution_model(request: web.Request) -> web.Response:
     tracker = tracker_of(request.app[RUNTIME])
     key = request.match_info["function_key"]
-    if not _FUNCTION_KEY.fullmatch(key) or key.strip(".") == "":
+    if not valid_function_key(key):
         raise ApiProblem(
-            400,
-            "Invalid function key",
-            "must be 1-200 characters of [A-Za-z0-9._:-]",
+            422,
+            "Invalid request",
+            f"function_key: {FUNCTION_KEY_RULE}",
             field="function_key",
         )
+    for name in request.query:
+        if name not in _MODEL_QUERY:
+            raise ApiProblem(422, "Invalid request", f"{name}: unknown parameter", field=name)
     name = request.query.get("workspace") or "default"
     try:
         answer = await tracker.execution_model(name, key)
     except UnknownWorkspace:
         raise ApiProblem(
-            400, "Invalid query", "workspace: unknown workspace", field="workspace"
+            422, "Invalid request", "workspace: unknown workspace", field="workspace"
         ) from None
     except DiscoveryError as exc:
-        raise ApiProblem(
-            502, "Workspace error", str(exc), extra={"route": exc.route, "result": exc.read.result}
+        why = exc.failure
+        extra = {"route": exc.route, "result": exc.read.result, **why.extra}
+        raise forwarded_problem(
+            why.status, why.detail, "Workspace error", extra, why.retry_after
         ) from None
     if answer is None:
         raise ApiProblem(
@@ -73,11 +74,14 @@ def _expected_version(raw: Any) -> str | None:
             field="body",
         )
     value = raw.get("expected_modified_at")
-    if value is not None and (not isinstance(value, str) or not 1 <= len(value) <= 64):
+    if value is not None and (
+        not isinstance(value, str) or len(value) > 64 or not valid_rfc3339(value)
+    ):
         raise ApiProblem(
             422,
             "Invalid request",
-            "expected_modified_at: must be the job's ModifiedAt as a string",
+            "expected_modified_at: must be the job's ModifiedAt, an RFC 3339 date-time "
+            "with a zone (e.g. 2026-05-01T12:00:00.000Z)",
             field="expected_modified_at",
         )
     return value
@@ -101,11 +105,10 @@ async def stop_retries(request: web.Request) -> web.Response:
     body = answer.body(tracking.tracking_id, tracking.remote_id)
     if answer.status in (200, 202):
         return json_response(body, answer.status)
-    headers = {}
-    if answer.retry_after is not None:
-        headers["Retry-After"] = str(max(1, round(answer.retry_after)))
-    title = "Stale version" if answer.stale else _TITLES.get(answer.status, "Error")
+    conflict = "Stale version" if answer.stale else "Cannot stop retries"
     extra = {k: v for k, v in body.items() if k not in ("detail", "tracking_id")}
     extra.update(answer.extra, stale=answer.stale)
     field = "expected_modified_at" if answer.stale else None
-    raise ApiProblem(answer.status, title, answer.detail, field=field, extra=extra, headers=headers)
+    raise forwarded_problem(
+        answer.status, answer.detail, conflict, extra, answer.retry_after, field
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import orjson
 from aiohttp import web
@@ -42,6 +43,31 @@ def from_validation_error(exc: ValidationError, prefix: str = "") -> ApiProblem:
     if err.get("type") == "extra_forbidden":
         msg = "unknown field"
     return ApiProblem(422, "Invalid request", f"{field}: {msg}", field=field)
+
+
+# The answers about a request made to the workspace for the caller
+# (``orchestrator.workspace.forwarded``); a 409 takes the route's own title.
+_FORWARDED_TITLES = {
+    404: "Not found",
+    422: "Refused by the workspace",
+    502: "Workspace error",
+    503: "Workspace busy",
+    504: "Workspace timeout",
+}
+
+
+def forwarded_problem(
+    status: int,
+    detail: str,
+    conflict_title: str,
+    extra: dict[str, Any],
+    retry_after: float | None = None,
+    field: str | None = None,
+) -> ApiProblem:
+    """The problem answering a forwarded request the workspace did not carry out."""
+    title = conflict_title if status == 409 else _FORWARDED_TITLES.get(status, "Workspace error")
+    headers = {} if retry_after is None else {"Retry-After": str(max(1, round(retry_after)))}
+    return ApiProblem(status, title, detail, field=field, extra=extra, headers=headers)
 
 
 _HTTP_TITLES = {

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import orjson
 from aiohttp import web
 
-from orchestrator.api.intake import follow_up_items, validate_intake
+from orchestrator.api.intake import follow_up_items, follow_up_probe, validate_intake
 from orchestrator.api.models import MAX_BATCH
+from orchestrator.api.problems import forwarded_problem
 from orchestrator.errors import (
     AlreadyTerminal,
     ApiProblem,
@@ -159,9 +160,11 @@ async def create_batch(request: web.Request) -> web.Response:
 async def create_follow_ups(request: web.Request) -> web.Response:
     rt = request.app[RUNTIME]
     _accepting(rt)
-    _, bodies = follow_up_items(await read_json(request))
+    body, bodies = follow_up_items(await read_json(request))
     now = rt.clock.now()
     items = [validate_intake(b, rt.settings, now) for b in bodies]
+    if not items:
+        validate_intake(follow_up_probe(body), rt.settings, now)  # nothing is tracked
     stored = await tracker_of(rt).track(items)
     return json_response({"items": [tracking_resource(t) for t, _ in stored]})
 
@@ -229,6 +232,12 @@ async def cancel_tracking(request: web.Request) -> web.Response:
     tracker = tracker_of(request.app[RUNTIME])
     tracking_id = path_tracking_id(request)
     try:
+        # Everything the caller gave is checked before the workspace is asked anything.
+        await tracker.active_function_job(tracking_id)
+        if request.can_read_body and await read_json(request) != {}:
+            raise ApiProblem(
+                422, "Invalid request", "body: cancel takes no body (or {})", field="body"
+            )
         answer = await tracker.cancel(tracking_id)
     except TrackingError as exc:
         raise tracking_problem(exc, _NOT_CANCELLABLE) from None
@@ -239,16 +248,9 @@ async def cancel_tracking(request: web.Request) -> web.Response:
     }
     if answer.status == 202:
         return json_response(body, 202)
-    headers = {}
-    if answer.retry_after is not None:
-        headers["Retry-After"] = str(max(1, round(answer.retry_after)))
-    title = {409: "Cannot cancel", 502: "Workspace error", 503: "Workspace busy"}[answer.status]
-    raise ApiProblem(
-        answer.status,
-        title,
-        answer.detail,
-        extra={"remote_status": answer.remote_status},
-        headers=headers,
+    extra = {"remote_status": answer.remote_status, **answer.extra}
+    raise forwarded_problem(
+        answer.status, answer.detail, "Cannot cancel", extra, answer.retry_after
     )
 
 

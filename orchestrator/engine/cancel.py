@@ -8,18 +8,25 @@ state either way: stopping polling would not stop the server's work.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from orchestrator.interpret import interpret
 from orchestrator.workspace.client import WorkspaceClient
+from orchestrator.workspace.forwarded import failure
+from orchestrator.workspace.readresult import ReadResult
 
 
 @dataclass(slots=True)
 class CancelAnswer:
-    status: int  # 202 accepted, 409 refused, 502/503 could not ask
+    """``status``: 202 accepted; 404/409/422 refused (by the remote status or the
+    workspace); 502/503/504 trouble (``extra`` names it: ``workspace.forwarded``)."""
+
+    status: int
     remote_status: str | None
     detail: str
     retry_after: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 async def cancel(
@@ -36,12 +43,16 @@ async def cancel(
     blocked = client.gate.blocked_for()
     if blocked > 0:
         return CancelAnswer(
-            503, last_status, "the workspace asked us to wait (Retry-After)", retry_after=blocked
+            503,
+            last_status,
+            "the workspace asked us to wait (Retry-After)",
+            retry_after=blocked,
+            extra={"error_kind": "rate_limited", "workspace_status": None},
         )
     fresh = await client.read(kind, remote_id)
     counted(fresh.result, fresh.duration)
     if fresh.result != "ok":
-        return CancelAnswer(502, last_status, f"fresh status read failed: {fresh.result}")
+        return _failed(fresh, "the fresh status read", last_status, client.token)
     verdict = interpret(kind, fresh.body, client.enums[kind])
     if verdict.can_cancel is not True:
         return CancelAnswer(
@@ -50,6 +61,11 @@ async def cancel(
     answer = await client.cancel(remote_id)
     if answer.http_status is not None and 200 <= answer.http_status < 300:
         return CancelAnswer(202, verdict.remote_status, "cancel accepted by the workspace")
-    if answer.http_status == 409:
-        return CancelAnswer(409, verdict.remote_status, "the workspace refused the cancel")
-    return CancelAnswer(502, verdict.remote_status, f"cancel failed: {answer.result}")
+    return _failed(answer, "the cancel", verdict.remote_status, client.token)
+
+
+def _failed(
+    read: ReadResult, doing: str, remote_status: str | None, token: str | None
+) -> CancelAnswer:
+    why = failure(read, doing, token)
+    return CancelAnswer(why.status, remote_status, why.detail, why.retry_after, why.extra)

@@ -3,7 +3,9 @@
 Asks a running service (``--server``, else ``$ORCH_SERVER``, else
 http://127.0.0.1:8080; token ``$ORCH_API_TOKEN``), or reads the workspace
 itself with ``--workspace-url`` (token ``$WORKSPACE_API_TOKEN``). Exit codes:
-0 answered, 1 the catalog has no such key, 3 the service or workspace failed.
+0 answered, 1 the catalog has no such key, 2 bad arguments (a function key that
+is not 1-200 characters of [A-Za-z0-9._:-]: nothing is asked), 3 the service or
+workspace failed.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ import orjson
 from orchestrator.clock import SystemClock
 from orchestrator.config import WorkspaceConfig
 from orchestrator.platform.discovery import DiscoveryError, execution_model
+from orchestrator.platform.execution_model import FUNCTION_KEY_RULE, valid_function_key
 from orchestrator.transport import HttpTransport, TransportError
 from orchestrator.workspace.client import workspace_client
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 EXIT_UNKNOWN = 1
+EXIT_USAGE = 2  # as argparse exits on bad arguments
 EXIT_FAILED = 3
 MAX_ANSWER_BYTES = 1024 * 1024
 
@@ -60,8 +64,11 @@ def run_explain(args: argparse.Namespace) -> int:
 
 
 async def fetch(args: argparse.Namespace) -> tuple[int, dict[str, Any] | None, str | None]:
-    """(exit code, answer, error message) from the service or the workspace."""
+    """(exit code, answer, error message) from the service or the workspace; nothing
+    is asked with a key that is not one."""
     key: str = args.function_key
+    if not valid_function_key(key):
+        return EXIT_USAGE, None, f"FUNCTION_KEY {FUNCTION_KEY_RULE}"
     if args.workspace_url:
         return await _from_workspace(args.workspace_url, key)
     return await _from_server(args.server, args.workspace, key)
@@ -76,7 +83,7 @@ async def _from_workspace(url: str, key: str) -> tuple[int, dict[str, Any] | Non
     try:
         answer = await execution_model(client, key)
     except DiscoveryError as exc:
-        return EXIT_FAILED, None, str(exc)
+        return EXIT_FAILED, None, exc.failure.detail
     finally:
         await client.close()
     if answer is None:

@@ -15,19 +15,25 @@ from orchestrator.platform.enums import resolve_platform_enums
 from orchestrator.platform.execution_model import CatalogSnapshot, explain
 from orchestrator.platform.wire import list_items
 from orchestrator.workspace.client import WorkspaceClient
+from orchestrator.workspace.forwarded import failure
 from orchestrator.workspace.readresult import ReadResult
 
 _LISTS = ("function_catalog", "binding_summaries", "api_functions", "function_schedules")
 
 
 class DiscoveryError(OrchestratorError):
-    """A catalog route of the workspace could not be read."""
+    """A catalog route of the workspace could not be read.
 
-    def __init__(self, route: str, read: ReadResult) -> None:
+    ``failure``: how the caller is told (``workspace.forwarded``); the request
+    carried nothing of the caller's, so a refusal of it is the workspace's error.
+    """
+
+    def __init__(self, route: str, read: ReadResult, secret: str | None = None) -> None:
         status = f"HTTP {read.http_status}" if read.http_status is not None else read.result
         super().__init__(f"GET {route} failed: {status}")
         self.route = route
         self.read = read
+        self.failure = failure(read, f"GET {route}", secret, command=False)
 
 
 async def read_snapshot(client: WorkspaceClient) -> CatalogSnapshot:
@@ -43,7 +49,7 @@ async def read_snapshot(client: WorkspaceClient) -> CatalogSnapshot:
         if items is None:
             if read.result == "ok":
                 read = ReadResult("invalid_response", read.http_status, read.body)
-            raise DiscoveryError(paths[name], read)
+            raise DiscoveryError(paths[name], read, client.token)
         rows[name] = items
     doc_read = reads[-1]
     document = doc_read.body if doc_read.result == "ok" else None

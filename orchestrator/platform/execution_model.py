@@ -10,6 +10,7 @@ binding, a schedule) is reported as a contradiction rather than trusted.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,15 @@ from orchestrator.platform.enums import (
 from orchestrator.platform.wire import as_timestamp, enum_name, get_ci, text
 
 Row = Mapping[str, Any]
+
+FUNCTION_KEY_RULE = "must be 1-200 characters of [A-Za-z0-9._:-], not dots alone"
+_FUNCTION_KEY = re.compile(r"[A-Za-z0-9._:-]{1,200}")
+
+
+def valid_function_key(key: str) -> bool:
+    """A function key the service asks about (checked before any request is made)."""
+    return bool(_FUNCTION_KEY.fullmatch(key)) and key.strip(".") != ""
+
 
 REQUEST_BLOCKING = "request_blocking"
 QUEUED = "queued"

@@ -21,6 +21,7 @@ from typing import Any
 
 from orchestrator.platform.wire import enum_name, get_ci, text
 from orchestrator.workspace.client import WorkspaceClient
+from orchestrator.workspace.forwarded import failure, safe_problem
 from orchestrator.workspace.readresult import ReadResult
 
 STOP_REASON = "job.retry.stopRequested"
@@ -31,7 +32,8 @@ _REMEMBERED = 10_000  # jobs whose accepted stop is remembered, the oldest forgo
 
 @dataclass(slots=True)
 class StopAnswer:
-    """``status``: 202 accepted now, 200 already accepted, 404/409 refused, 502/503 not asked."""
+    """``status``: 202 accepted now, 200 already accepted, 404/409/422 refused,
+    502/503/504 trouble (``extra`` names it: ``workspace.forwarded``)."""
 
     status: int
     detail: str
@@ -121,17 +123,16 @@ class RetryStopper:
         blocked = client.gate.blocked_for()
         if blocked > 0:
             return StopAnswer(
-                503, "the workspace asked us to wait (Retry-After)", retry_after=blocked
+                503,
+                "the workspace asked us to wait (Retry-After)",
+                retry_after=blocked,
+                extra={"error_kind": "rate_limited", "workspace_status": None},
             )
         version = expected_modified_at
         if version is None:
             read = await self._call("GET", paths.operations_job, remote_id)
-            if read.result == "not_found":
-                return StopAnswer(404, "Function operations has no such job")
             if read.result != "ok" or not isinstance(read.body, Mapping):
-                return StopAnswer(
-                    502, f"reading the job from Function operations failed: {read.result}"
-                )
+                return self._failed(read, "reading the job from Function operations")
             projection = read.body
             status = enum_name(get_ci(projection, "Status"), statuses)
             if stop_accepted(projection):
@@ -144,7 +145,13 @@ class RetryStopper:
                 return refused
             version = text(projection, "ModifiedAt")
             if version is None:
-                return StopAnswer(502, "the job projection has no ModifiedAt", projection, status)
+                return StopAnswer(
+                    502,
+                    "the job projection has no ModifiedAt",
+                    projection,
+                    status,
+                    extra={"error_kind": "invalid_response", "workspace_status": read.http_status},
+                )
         sent = await self._call(
             "POST", paths.stop_retries, remote_id, {"ExpectedModifiedAt": version}
         )
@@ -158,10 +165,23 @@ class RetryStopper:
             answer = self._refused(sent.body, version, statuses)
             if answer.status == 200:
                 self._remember(remote_id, answer.remote)
+            else:
+                answer.extra.update(
+                    workspace_status=409,
+                    workspace_problem=safe_problem(sent.body, client.token),
+                )
             return answer
-        if sent.result == "not_found":
-            return StopAnswer(404, "Function operations has no such job", None, None, version)
-        return StopAnswer(502, f"stop-retries failed: {sent.result}", None, None, version)
+        return self._failed(sent, "the stop-retries command", version)
+
+    def _failed(self, read: ReadResult, doing: str, version: str | None = None) -> StopAnswer:
+        why = failure(read, doing, self._client.token)
+        return StopAnswer(
+            why.status,
+            why.detail,
+            expected_modified_at=version,
+            retry_after=why.retry_after,
+            extra=why.extra,
+        )
 
     @staticmethod
     def _refused(body: Any, version: str, statuses: Mapping[int, str]) -> StopAnswer:

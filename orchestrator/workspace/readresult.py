@@ -115,8 +115,9 @@ def answered(
     if result != "not_found":
         error = {"kind": result, "message": f"HTTP {status}", "status": status}
     body = None
-    if status == 409:
-        # A refused cancel explains itself in the body (its current Status).
+    if 400 <= status < 500:
+        # A refusal explains itself in the body: a refused cancel its current Status,
+        # a refused command its problem details (reported to the caller, bounded).
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError:
