@@ -6,6 +6,10 @@ out, and read it (the gate itself enforces the limits). A worker that finds
 nothing due parks until a timer or a newly scheduled entry wakes it; under load
 no worker ever parks, so a read costs no hand-over between tasks. While a
 ``Retry-After`` holds the gate, nothing is taken.
+
+A restart's first reads wait in a heap of their own, the backlog, taken only
+when nothing else is due: new work and the trackings already read keep their
+times while a service slower than the resume's plan catches up.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ class WorkspaceScheduler:
         self._poll = poll
         self._expire = expire
         self._heap: list[tuple[float, int, int, Entry]] = []
+        self._backlog: list[tuple[float, int, int, Entry]] = []  # resumed, never read yet
         self._seq = itertools.count()
         self.gate = gate
         self.max_in_flight = gate.max_in_flight
@@ -58,19 +63,20 @@ class WorkspaceScheduler:
         self._stopping = False
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return len(self._heap) + len(self._backlog)
 
     def waiting(self) -> list[Entry]:
         """The entries waiting for their read: none of them is being read (a taken
-        entry leaves the heap until it is scheduled again)."""
-        return [e for _, _, gen, e in self._heap if gen == e.gen]
+        entry leaves its heap until it is scheduled again)."""
+        return [e for heap in (self._heap, self._backlog) for _, _, gen, e in heap if gen == e.gen]
 
     def schedule(self, entry: Entry, due: float) -> None:
         """(Re)schedule ``entry`` at monotonic ``due``; any earlier schedule is void."""
         entry.gen += 1
         entry.due = due
-        heapq.heappush(self._heap, (due, next(self._seq), entry.gen, entry))
-        if self._idle and self._heap[0][3] is entry:
+        heap = self._backlog if entry.resumed else self._heap
+        heapq.heappush(heap, (due, next(self._seq), entry.gen, entry))
+        if self._idle and heap[0][3] is entry:
             # A new earliest entry: a parked worker looks again (and re-arms the timer).
             self._wake_one()
 
@@ -107,20 +113,28 @@ class WorkspaceScheduler:
         at = loop.time() + (when - self._mono())
         self._timer = loop.call_at(math.ceil(at / GRANULE_S) * GRANULE_S, self._on_timer)
 
+    def _due_heap(self, now: float) -> list[tuple[float, int, int, Entry]] | None:
+        """The heap whose first live entry is due, the backlog only when the other has
+        none; None when neither has (the timer is then armed for the sooner)."""
+        soonest = math.inf
+        for heap in (self._heap, self._backlog):
+            while heap and heap[0][2] != heap[0][3].gen:
+                heapq.heappop(heap)
+            if heap:
+                if heap[0][0] <= now:
+                    return heap
+                soonest = min(soonest, heap[0][0])
+        if soonest < math.inf:
+            self._arm(soonest)
+        return None
+
     def _take(self) -> tuple[Entry, int] | Entry | None:
         """The next read to make: ``(entry, gen)``; an entry whose deadline a
         Retry-After swallowed; or None when nothing may be read now (the timer is
         then armed for when something may)."""
-        heap = self._heap
         now = self._mono()
-        while heap:
-            due, _, gen, entry = heap[0]
-            if gen != entry.gen:
-                heapq.heappop(heap)
-                continue
-            if due > now:
-                self._arm(due)
-                return None
+        while (heap := self._due_heap(now)) is not None:
+            _, _, gen, entry = heap[0]
             blocked_until = self.gate.blocked_until
             if blocked_until > now:
                 heapq.heappop(heap)
@@ -135,7 +149,7 @@ class WorkspaceScheduler:
                 self._arm(now + wait)
                 return None
             heapq.heappop(heap)
-            if self._idle and heap and heap[0][0] <= now:
+            if self._idle and any(h and h[0][0] <= now for h in (self._heap, self._backlog)):
                 # More is due: parked workers take it while this one reads. Two
                 # each time, so that many due entries fan out over the pollers
                 # in a few turns of the loop, not one turn per entry.
