@@ -13,7 +13,7 @@ from orchestrator.aio import run_async
 from orchestrator.client.commands import DEFAULT_SERVER, EXIT_USAGE
 from orchestrator.client.http import FILTER_FIELDS
 from orchestrator.config import load_settings, resolve_config_path, split_listen
-from orchestrator.errors import ConfigError, ListenError, StoreLocked
+from orchestrator.errors import ConfigError, ListenError, StoreError, StoreLocked
 from orchestrator.vocabulary import Kind
 
 if TYPE_CHECKING:
@@ -249,6 +249,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StoreLocked as exc:
         print(f"orchestrator: {exc}", file=sys.stderr)
         return 3
+    except StoreError as exc:  # the store cannot be opened: not writable, SQLite too old, ...
+        print(f"orchestrator: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
     return result
