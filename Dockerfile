@@ -2,15 +2,15 @@
 # The Moltaro polling orchestrator as a container: one process, configured by
 # environment, its SQLite store on the /data volume. See docs/operations.md.
 
-# --- build: a wheel of the package (no compilers or build tools reach runtime)
+# --- build: a wheel of the package alone (no compilers or build tools reach runtime)
 FROM python:3.11-slim AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY orchestrator ./orchestrator
-RUN pip wheel --wheel-dir /wheels .
+RUN pip wheel --no-deps --wheel-dir /wheels .
 
-# --- runtime: the wheel and its dependencies in a venv, run as a non-root user
+# --- runtime: the locked dependencies and the wheel in a venv, run as a non-root user
 FROM python:3.11-slim AS runtime
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
@@ -19,8 +19,15 @@ ENV PIP_NO_CACHE_DIR=1 \
     VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH
 RUN python -m venv /opt/venv
-COPY --from=build /wheels /wheels
-RUN pip install /wheels/*.whl && rm -rf /wheels
+# Exact versions with their hashes (requirements.lock, refreshed as
+# docs/operations.md says), then the wheel without resolving anything; pip check
+# fails the build when the lock misses a dependency of the wheel. The wheel is
+# bind-mounted from the build stage, so no layer keeps a copy of it.
+RUN --mount=type=bind,source=requirements.lock,target=/tmp/requirements.lock \
+    --mount=type=bind,from=build,source=/wheels,target=/tmp/wheels \
+    pip install --require-hashes --no-deps -r /tmp/requirements.lock \
+ && pip install --no-deps /tmp/wheels/*.whl \
+ && pip check
 
 RUN groupadd --system --gid 10001 orchestrator \
  && useradd --system --uid 10001 --gid orchestrator --home-dir /data \
@@ -43,7 +50,8 @@ USER 10001:10001
 HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
   CMD ["python", "-c", "import sys, urllib.request; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=2).status == 200 else 1)"]
 
-# SIGTERM drains gracefully (exit 0); give it shutdown_grace_s + shutdown_hard_s.
+# SIGTERM drains gracefully (exit 0) within shutdown_grace_s + shutdown_hard_s
+# (15 s by default): give the container a stop timeout above that (--stop-timeout 30).
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["orchestrator"]
 CMD ["serve"]
