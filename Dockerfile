@@ -3,7 +3,7 @@
 # environment, its SQLite store on the /data volume. See docs/operations.md.
 
 # --- build: a wheel of the package alone (no compilers or build tools reach runtime)
-FROM python:3.11-slim AS build
+FROM docker.io/library/python:3.11-slim AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
@@ -11,7 +11,7 @@ COPY orchestrator ./orchestrator
 RUN pip wheel --no-deps --wheel-dir /wheels .
 
 # --- runtime: the locked dependencies and the wheel in a venv, run as a non-root user
-FROM python:3.11-slim AS runtime
+FROM docker.io/library/python:3.11-slim AS runtime
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1 \
@@ -29,9 +29,11 @@ RUN --mount=type=bind,source=requirements.lock,target=/tmp/requirements.lock \
  && pip install --no-deps /tmp/wheels/*.whl \
  && pip check
 
-RUN groupadd --system --gid 10001 orchestrator \
- && useradd --system --uid 10001 --gid orchestrator --home-dir /data \
-            --no-create-home --shell /usr/sbin/nologin orchestrator \
+# A regular (not --system) account with an explicit id: no SYS_UID_MAX warning,
+# and no lastlog/faillog entries for it (--no-log-init).
+RUN groupadd --gid 10001 orchestrator \
+ && useradd --uid 10001 --gid orchestrator --no-log-init --no-create-home \
+            --home-dir /data --shell /usr/sbin/nologin orchestrator \
  && mkdir -p /data \
  && chown orchestrator:orchestrator /data
 
