@@ -47,10 +47,10 @@ WORKDIR /data
 EXPOSE 8080
 USER 10001:10001
 
-# slim has no curl; the venv's python checks liveness (change the port here if
-# ORCH_SERVER__LISTEN changes it).
+# slim has no curl: `orchestrator health` asks /healthz at the service's own
+# ORCH_SERVER__LISTEN (on loopback), so moving the port moves the check too.
 HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
-  CMD ["python", "-c", "import sys, urllib.request; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=2).status == 200 else 1)"]
+  CMD ["orchestrator", "health"]
 
 # SIGTERM drains gracefully (exit 0) within shutdown_grace_s + shutdown_hard_s
 # (15 s by default): give the container a stop timeout above that (--stop-timeout 30).
