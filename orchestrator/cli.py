@@ -13,7 +13,7 @@ from orchestrator.aio import run_async
 from orchestrator.client.commands import DEFAULT_SERVER, EXIT_USAGE
 from orchestrator.client.http import FILTER_FIELDS
 from orchestrator.config import load_settings, resolve_config_path, split_listen
-from orchestrator.errors import ConfigError, ListenError, StoreLocked
+from orchestrator.errors import ConfigError, ListenError, StoreError, StoreLocked
 from orchestrator.vocabulary import Kind
 
 if TYPE_CHECKING:
@@ -98,6 +98,17 @@ def _status(args: argparse.Namespace) -> int:
     from orchestrator.client.commands import status
 
     return run_async(lambda: status(_console(), server=args.server))
+
+
+def _health(args: argparse.Namespace) -> int:
+    from orchestrator.client.health import local_url, probe
+
+    url = args.url or local_url(load_settings(resolve_config_path(args.config)), args.ready)
+    trouble = probe(url, args.timeout_s)
+    if trouble is not None:
+        print(f"orchestrator: {trouble}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _console() -> Console:
@@ -198,6 +209,18 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--server", help=server_help)
     st.set_defaults(func=_status)
 
+    health = sub.add_parser(
+        "health",
+        help="exit 0 if the service on this machine is live (--ready: ready), else 1",
+        description="A probe for HEALTHCHECK and exec probes: asks /healthz (or /readyz) "
+        "at the service's own server.listen, on loopback when it listens on all addresses.",
+    )
+    health.add_argument("--ready", action="store_true", help="ask /readyz instead of /healthz")
+    health.add_argument("--config", help="TOML file (else $ORCH_CONFIG, else the defaults)")
+    health.add_argument("--url", help="ask this URL instead")
+    health.add_argument("--timeout-s", type=float, default=2.0, help="seconds (2)")
+    health.set_defaults(func=_health)
+
     from orchestrator.platform.cli import add_explain_command
 
     add_explain_command(sub)
@@ -249,6 +272,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StoreLocked as exc:
         print(f"orchestrator: {exc}", file=sys.stderr)
         return 3
+    except StoreError as exc:  # the store cannot be opened: not writable, SQLite too old, ...
+        print(f"orchestrator: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
     return result

@@ -5,7 +5,8 @@
     │   └── ListenError        an address to listen on cannot be bound (in use, not ours)
     ├── StoreError             the store could not do what was asked
     │   ├── StoreUnavailable   full disk, locked file, closed store: retry later (API answers 503)
-    │   └── StoreLocked        the SQLite file is held by another process at start-up
+    │   ├── StoreLocked        the SQLite file is held by another process at start-up
+    │   └── StoreNotWritable   the SQLite file or its directory cannot be written at start-up
     ├── EnumResolutionError    the workspace's OpenAPI document does not describe a status route
     ├── TrackingError          a caller's action does not apply to this tracking (tracker.py)
     │   ├── TrackingNotFound   no tracking has that id
@@ -50,6 +51,10 @@ class StoreUnavailable(StoreError):
 
 class StoreLocked(StoreError):
     """The store file is locked by another process."""
+
+
+class StoreNotWritable(StoreError):
+    """The store's file or its directory cannot be written."""
 
 
 class EnumResolutionError(OrchestratorError):

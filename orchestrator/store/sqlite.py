@@ -9,6 +9,7 @@ advisory lock on ``<path>.lock`` keeps a second process off the file.
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import functools
 import os
@@ -19,7 +20,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from orchestrator.errors import StoreError, StoreLocked, StoreUnavailable
+from orchestrator.errors import StoreError, StoreLocked, StoreNotWritable, StoreUnavailable
 from orchestrator.store import _operations as ops
 from orchestrator.store import _rows, queries
 from orchestrator.store._listing import listing, page
@@ -47,6 +48,9 @@ _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 CACHE_KIB = 32_768
 MIN_SQLITE = (3, 35, 0)
 BUSY_TIMEOUT_MS = 5000
+# SQLite's primary result codes for a file it cannot open or write (read-only
+# file or directory, no permission to create the -wal/-shm files).
+_SQLITE_READONLY, _SQLITE_CANTOPEN = 8, 14
 # A burst (a big intake, writes while the resume's long read holds checkpoints
 # back) grows the WAL file; SQLite reuses it but never shrinks it on its own.
 # Past this size it is cut back whenever the log restarts from its beginning.
@@ -86,8 +90,20 @@ class SqliteStore(SingleOwnerLeases):
                 f"SQLite {sqlite3.sqlite_version} is too old: the store needs"
                 f" {'.'.join(map(str, MIN_SQLITE))} or newer"
             )
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = _lock(self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._lock_fd = _lock(self.path)
+        except OSError as exc:
+            raise _not_writable(self.path, exc) from None
+        try:
+            # Before aiosqlite: its worker thread outlives a failed connect and
+            # can report into a loop that a failed start-up has already closed.
+            await asyncio.to_thread(_probe_writable, self.path)
+        except sqlite3.Error as exc:
+            await self.close()
+            if _cannot_write(exc):
+                raise _not_writable(self.path, exc) from None
+            raise _store_error(exc, f"cannot open store {self.path}") from exc
         self._writer = GroupCommitWriter(
             self._connect_writer,
             commit_interval_s=self._commit_interval_s,
@@ -103,6 +119,8 @@ class SqliteStore(SingleOwnerLeases):
         except BaseException as exc:
             await self.close()
             if isinstance(exc, sqlite3.Error):
+                if _cannot_write(exc):
+                    raise _not_writable(self.path, exc) from None
                 raise _store_error(exc, f"cannot open store {self.path}") from exc
             raise
 
@@ -134,18 +152,21 @@ class SqliteStore(SingleOwnerLeases):
 
     async def _connect_writer(self) -> aiosqlite.Connection:
         conn = await aiosqlite.connect(self.path, isolation_level=None)
-        await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        mode = next(iter(await conn.execute_fetchall("PRAGMA journal_mode = WAL")))[0]
-        if str(mode).lower() != "wal":
+        try:
+            await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            mode = next(iter(await conn.execute_fetchall("PRAGMA journal_mode = WAL")))[0]
+            if str(mode).lower() != "wal":
+                raise StoreError(f"store {self.path}: cannot use WAL journal mode (got {mode})")
+            await conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            await conn.execute("PRAGMA foreign_keys = ON")
+            await conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
+            # SQLite's default page cache (2 MiB) holds the indexes of a few tens of
+            # thousands of trackings; 32 MiB keeps those of 100,000 in memory for the
+            # inserts of random ids. Pages are taken only as they are used.
+            await conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+        except BaseException:
             await conn.close()
-            raise StoreError(f"store {self.path}: cannot use WAL journal mode (got {mode})")
-        await conn.execute(f"PRAGMA synchronous = {self._synchronous}")
-        await conn.execute("PRAGMA foreign_keys = ON")
-        await conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
-        # SQLite's default page cache (2 MiB) holds the indexes of a few tens of
-        # thousands of trackings; 32 MiB keeps those of 100,000 in memory for the
-        # inserts of random ids. Pages are taken only as they are used.
-        await conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+            raise
         return conn
 
     # -- writes -------------------------------------------------------------------------
@@ -307,6 +328,36 @@ def _lock(path: Path) -> int:
             f"store file {path} is in use by another process (lock held on {lock_path})"
         ) from None
     return fd
+
+
+def _probe_writable(path: Path) -> None:
+    """Open the file for writing and take its write lock once (raises sqlite3.Error)."""
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+    finally:
+        conn.close()
+
+
+def _cannot_write(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None) or 0
+    return code & 0xFF in (_SQLITE_READONLY, _SQLITE_CANTOPEN)
+
+
+def _not_writable(path: Path, exc: OSError | sqlite3.Error) -> StoreNotWritable:
+    """One line that names the path, who the process runs as, and the fixes."""
+    if isinstance(exc, OSError):
+        where, why = exc.filename or path, exc.strerror or str(exc)
+    else:
+        where, why = path, str(exc)
+    uid, gid = os.getuid(), os.getgid()
+    return StoreNotWritable(
+        f"store.path: cannot write {where} ({why}) as uid {uid} gid {gid}: make"
+        f" {path.parent} writable by that user (a container volume: chown {uid}:{gid} it,"
+        f" or Kubernetes securityContext.fsGroup: {gid}) or point store.path"
+        " (ORCH_STORE__PATH) at a writable directory"
+    )
 
 
 def _store_error(exc: sqlite3.Error, what: str) -> StoreError:

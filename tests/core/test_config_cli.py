@@ -81,6 +81,30 @@ def test_serve_with_missing_config_file(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "not found" in proc.stderr
 
 
+@pytest.mark.parametrize("case", ["parent is a file", "store is a directory"])
+def test_an_unwritable_store_is_one_line_naming_the_path_and_the_fix(
+    tmp_path: Path, case: str
+) -> None:
+    # Root writes anywhere, so the tests make paths no one can use; the container
+    # test (tests/container) has uid 10001 meet a root-owned /data.
+    if case == "parent is a file":
+        (tmp_path / "file").write_text("")
+        store, named = tmp_path / "file" / "orch.db", tmp_path / "file"
+    else:
+        store = named = tmp_path / "orch.db"
+        store.mkdir()
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        f'[store]\npath = "{store}"\n'
+        '[[workspaces]]\nname = "default"\nbase_url = "http://127.0.0.1:9"\n'
+    )
+    proc = _cli("serve", "--config", str(cfg))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("orchestrator: store.path: cannot write ") and str(named) in line
+    assert "ORCH_STORE__PATH" in line and "fsGroup" in line
+
+
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "orchestrator", *args],
