@@ -170,7 +170,7 @@ class Service:
             )
             unheld = None
             if store.shares_work:
-                unheld = Unheld(store, clients, engine.events, bus, metrics, clock)
+                unheld = Unheld(clients, engine.finisher, metrics)
             runtime = Runtime(
                 settings=s,
                 store=store,

@@ -22,7 +22,7 @@ from orchestrator.engine.backoff import jittered
 from orchestrator.engine.cancel import CancelAnswer, cancel
 from orchestrator.engine.decision import Decision, decide
 from orchestrator.engine.entry import Entry
-from orchestrator.engine.finishing import FINISH_RETRY_S, Finisher
+from orchestrator.engine.finishing import FINISH_RETRY_S, Finisher, abandoned_result
 from orchestrator.engine.learner import Learner
 from orchestrator.engine.probes import PollMetrics
 from orchestrator.engine.resume import ResumePending, plan_resume
@@ -37,7 +37,6 @@ from orchestrator.platform.run_history import RunHistory
 from orchestrator.platform.stop_retries import RetryStopper, StopAnswer
 from orchestrator.store.base import ActiveSource, Store, Tracking
 from orchestrator.vocabulary import DeadlineSource, NextPollReason
-from orchestrator.workfilter import shown_id
 from orchestrator.workspace.client import WorkspaceClient
 from orchestrator.workspace.enums import keep_enums_fresh
 
@@ -281,11 +280,8 @@ class Engine:
         entry = self.entries.get(tracking_id)
         if entry is None:
             return None
-        return await self.finisher.finish(
-            entry,
-            "abandoned",
-            {"remote_id": shown_id(entry.remote_id), "last_remote_status": entry.remote_status},
-        )
+        result = abandoned_result(entry.remote_id, entry.remote_status)
+        return await self.finisher.finish(entry, "abandoned", result)
 
     # -- the finisher's owner ------------------------------------------------
 

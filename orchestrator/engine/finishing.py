@@ -1,5 +1,10 @@
 """Terminal transitions: the end of a tracking, written once.
 
+Every ending goes through the ``Finisher``: an outcome read, a deadline, a not
+found, a caller's abandon, on a tracking this process polls or (``finish_unheld``)
+one another replica polls. Each writes the same record (``abandoned_result``
+for an abandon), the same event and the same metrics.
+
 The entry leaves the schedule first; its terminal state and terminal event are
 then written in one transaction, shielded from cancellation so that a shutdown
 cannot cut a terminal write in half. When the store cannot write (disk full),
@@ -10,6 +15,7 @@ again later.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import Any, Protocol
 
@@ -21,11 +27,19 @@ from orchestrator.engine.writer import EngineWriter
 from orchestrator.errors import StoreError
 from orchestrator.events.cloudevents import EventFactory
 from orchestrator.store.base import Finish, Tracking
+from orchestrator.vocabulary import Outcome, TrackingState
+from orchestrator.workfilter import shown_id
 
 log = logging.getLogger("orchestrator.engine")
 
 # After a failed terminal write (store full), look again this much later.
 FINISH_RETRY_S = 2.0
+
+
+def abandoned_result(remote_id: str, remote_status: str | None) -> dict[str, Any]:
+    """An abandoned tracking's result: the remote id it shows (none for work found by
+    filter, whose key names no remote resource) and the last status read."""
+    return {"remote_id": shown_id(remote_id), "last_remote_status": remote_status}
 
 
 class Owner(Protocol):
@@ -133,20 +147,52 @@ class Finisher:
         self._owner.ended(entry)
         self._probes.active(entry.workspace, entry.kind).dec()
         if done and done[0]:
-            elapsed = now_w - entry.created_at
-            self._probes.terminal(entry.workspace, entry.kind, outcome, elapsed, result)
-            log.info(
-                "tracking finished",
-                extra={
-                    "fields": {
-                        "tracking_id": entry.tracking_id,
-                        "workspace": entry.workspace,
-                        "kind": entry.kind,
-                        "remote_id": entry.remote_id,
-                        "outcome": outcome,
-                        "remote_status": entry.remote_status,
-                        "polls": entry.polls,
-                    }
-                },
-            )
+            self._ended(tracking, now_w - entry.created_at)
         return tracking
+
+    async def finish_unheld(
+        self, t: Tracking, outcome: str, result: dict[str, Any] | None
+    ) -> Tracking | None:
+        """End ``t``, which another replica polls (a caller's abandon: the store takes
+        it without the lease, and the holder's later writes are refused). The same
+        record, event and metrics as ``finish``; None when it had ended meanwhile."""
+        now_w = self._clock.now()
+        ended = dataclasses.replace(
+            t,
+            state=TrackingState.TERMINAL,
+            outcome=Outcome(outcome),
+            result=result,
+            terminal_at=now_w,
+            next_poll_at=None,
+        )
+        item = Finish(
+            tracking_id=t.tracking_id,
+            outcome=Outcome(outcome),
+            terminal_at=now_w,
+            result=result,
+            event=self._events.terminal(ended, now_w),
+        )
+        [done] = await asyncio.shield(self._writer.finish([item]))
+        if not done:
+            return None
+        self._ended(ended, now_w - t.created_at)
+        return ended
+
+    def _ended(self, t: Tracking, elapsed: float) -> None:
+        """A terminal state this process wrote: counted and logged."""
+        assert t.outcome is not None
+        self._probes.terminal(t.workspace, t.kind, t.outcome, elapsed, t.result)
+        log.info(
+            "tracking finished",
+            extra={
+                "fields": {
+                    "tracking_id": t.tracking_id,
+                    "workspace": t.workspace,
+                    "kind": t.kind,
+                    "remote_id": t.remote_id,
+                    "outcome": t.outcome,
+                    "remote_status": t.remote_status,
+                    "polls": t.polls,
+                }
+            },
+        )
