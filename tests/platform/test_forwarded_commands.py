@@ -2,9 +2,8 @@
 
 Bad input is a 422 naming the field and nothing goes out (the simulator's
 request log shows it); the workspace's 4xx refusal comes back as that refusal
-with its problem details; its trouble (5xx, back-pressure, no answer, no
-connection) as 502/503 naming the kind (504 for no answer in time: see
-tests/unit/test_forwarded.py). Accepted commands are covered in
+with its problem details; its trouble (5xx, back-pressure, no connection, no
+answer in time) as 502/503/504 naming the kind. Accepted commands are covered in
 tests/core/test_api.py and tests/platform/test_jobs.py.
 """
 
@@ -118,6 +117,8 @@ TROUBLE: tuple[tuple[dict[str, Any], int, str, int | None], ...] = (
     # Retry-After 0: our 503 says so, and the workspace is not held back for the next case.
     ({"fault": "rate_limited", "retry_after_s": 0}, 503, "rate_limited", 429),
     ({"fault": "unavailable", "retry_after_s": 0}, 503, "http_5xx", 503),
+    # Past the service's 2 s request timeout: no answer in time.
+    ({"fault": "latency", "latency_s": 3}, 504, "timeout", None),
 )
 
 
