@@ -145,25 +145,25 @@ class HttpTransport:
     async def _exchange(
         self, method: str, url: str, headers: dict[str, str], body: bytes | None, timeout_s: float
     ) -> Answer:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         try:
             return await self._once(method, url, headers, body, timeout_s)
         except _Unanswered:
-            if method != "GET":
+            left_s = timeout_s - (loop.time() - started)
+            if method != "GET" or left_s <= 0:
                 raise
         # A GET that got no answer at all, most often a pooled connection the server
-        # had just closed: once more, on a fresh connection.
-        return await self._once(method, url, headers, body, timeout_s)
+        # had just closed: once more, on a fresh connection, within the same timeout.
+        return await self._once(method, url, headers, body, left_s)
 
     async def _once(
         self, method: str, url: str, headers: dict[str, str], body: bytes | None, timeout_s: float
     ) -> Answer:
-        timeout = self._timeouts.get(timeout_s)
-        if timeout is None:
-            timeout = self._timeouts[timeout_s] = timedelta(seconds=timeout_s)
         builder = (
             self._client.request(method, url)
             .headers(headers)
-            .timeout(timeout)
+            .timeout(self._timeout(timeout_s))
             .streamed_read_buffer_limit(self._buffer)
         )
         if body is not None:
@@ -182,6 +182,15 @@ class HttpTransport:
             raise _Unanswered(_reason(exc)) from None
         except rq.PyreqwestError as exc:
             raise TransportError(_reason(exc)) from None
+
+    def _timeout(self, seconds: float) -> timedelta:
+        """The configured timeouts, made once each (a retry's remainder is made anew)."""
+        timeout = self._timeouts.get(seconds)
+        if timeout is None:
+            timeout = timedelta(seconds=seconds)
+            if len(self._timeouts) < 16:
+                self._timeouts[seconds] = timeout
+        return timeout
 
 
 def _reason(exc: rq.PyreqwestError) -> str:
