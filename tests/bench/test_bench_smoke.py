@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -72,15 +74,24 @@ FINITE = ("rss_bytes_per_tracking",)
 @pytest.mark.slow
 def test_smoke_profile_writes_a_complete_report(tmp_path: Path) -> None:
     out = tmp_path / "report.json"
-    done = subprocess.run(
+    # In a session of its own: a run cut off by the timeout takes its simulator and
+    # services with it instead of leaving them polling.
+    done = subprocess.Popen(
         [sys.executable, str(REPO / "bench" / "run.py"), "--profile", "smoke", "--out", str(out)],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=110,
         cwd=REPO,
+        start_new_session=True,
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "orchestrator at saturation" in done.stdout
+    try:
+        stdout, stderr = done.communicate(timeout=110)
+    except subprocess.TimeoutExpired:
+        os.killpg(done.pid, signal.SIGKILL)
+        done.communicate()
+        raise
+    assert done.returncode == 0, stderr[-3000:]
+    assert "orchestrator at saturation" in stdout
 
     report = json.loads(out.read_text())
     for key in POSITIVE:
