@@ -1,19 +1,73 @@
-"""Rows of the SQLite schema to the store's dataclasses and back (JSON as orjson bytes)."""
+"""How the store's dataclasses are encoded, alike in every backend.
+
+As rows of the SQL schemas (``queries.py``, ``pg_queries.py``), JSON as orjson
+bytes; a listing as the parameters its query takes; a place in a listing as an
+opaque cursor, and a page size as a clamped limit, so that paging behaves the
+same on memory, SQLite and PostgreSQL.
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
-from orchestrator.store.base import Delivery, EventRecord, NewTracking, Tracking
+from orchestrator.errors import StoreError
+from orchestrator.store.base import (
+    Delivery,
+    EventRecord,
+    NewTracking,
+    Tracking,
+    TrackingQuery,
+)
 from orchestrator.vocabulary import Outcome, TrackingState
+
+MAX_PAGE = 1000
 
 # Stored text back to members by a dict lookup, several times cheaper than calling
 # the enum: a restart reads 100,000 rows.
 _STATES = {s.value: s for s in TrackingState}
 _OUTCOMES: dict[str | None, Outcome | None] = {None: None, **{o.value: o for o in Outcome}}
+
+
+class InvalidCursor(StoreError, ValueError):
+    """The paging cursor was not produced by this store (the API answers 400)."""
+
+
+# -- cursors and limits ---------------------------------------------------------------
+
+
+def clamp_limit(limit: int) -> int:
+    return max(1, min(int(limit), MAX_PAGE))
+
+
+def encode_cursor(*key: Any) -> str:
+    return base64.urlsafe_b64encode(orjson.dumps(list(key))).decode("ascii").rstrip("=")
+
+
+def decode_cursor(cursor: str, types: tuple[type, ...]) -> tuple[Any, ...]:
+    """The key a cursor was made from; InvalidCursor when it was not made by encode_cursor."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        key = orjson.loads(raw)
+    except (binascii.Error, ValueError, orjson.JSONDecodeError) as exc:
+        raise InvalidCursor(f"invalid cursor: {cursor!r}") from exc
+    if not isinstance(key, list) or len(key) != len(types):
+        raise InvalidCursor(f"invalid cursor: {cursor!r}")
+    values: list[Any] = []
+    for value, kind in zip(key, types, strict=True):
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise InvalidCursor(f"invalid cursor: {cursor!r}")
+        values.append(value)
+    return tuple(values)
+
+
+# -- rows -----------------------------------------------------------------------------
 
 
 def dump(value: Any) -> bytes | None:
@@ -133,3 +187,48 @@ def event(row: Sequence[Any]) -> EventRecord:
         payload=bytes(row[5]),
         sink=row[6],
     )
+
+
+# -- listings of the SQL backends -----------------------------------------------------
+
+
+class Shape(NamedTuple):
+    """Which filters a listing has: the keyword arguments of ``list_trackings``."""
+
+    state: bool
+    kind: bool
+    outcome: bool
+    workspace: bool
+    labels: int
+    after: bool
+
+
+def listing(query: TrackingQuery) -> tuple[Shape, list[Any]]:
+    """The query's shape and its parameters, in the order ``queries.list_trackings``
+    and ``pg_queries.list_trackings`` expect (the limit, last, is the caller's)."""
+    params: list[Any] = [
+        value
+        for value in (query.state, query.kind, query.outcome, query.workspace)
+        if value is not None
+    ]
+    for pair in sorted(query.labels.items()):
+        params.extend(pair)
+    if query.cursor is not None:
+        created_at, tracking_id = decode_cursor(query.cursor, (float, str))
+        params.extend((created_at, created_at, tracking_id))
+    shape = Shape(
+        state=query.state is not None,
+        kind=query.kind is not None,
+        outcome=query.outcome is not None,
+        workspace=query.workspace is not None,
+        labels=len(query.labels),
+        after=query.cursor is not None,
+    )
+    return shape, params
+
+
+def page(rows: Sequence[Any], limit: int) -> tuple[list[Tracking], str | None]:
+    """The tracking rows read with ``limit + 1`` as one page, and the cursor to the next."""
+    items = [tracking(row) for row in rows[:limit]]
+    more = len(rows) > limit
+    return items, encode_cursor(items[-1].created_at, items[-1].tracking_id) if more else None
