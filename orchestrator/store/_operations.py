@@ -39,12 +39,7 @@ def create_trackings(
         params = [v for item in chunk for v in codec.insert_tracking_params(item)]
         cursor = conn.execute(queries.insert_tracking_rows(len(chunk)), params)
         created.update(row[0] for row in cursor.fetchall())
-    labels = [
-        (item.tracking_id, k, v)
-        for item in items
-        if item.labels and item.tracking_id in created
-        for k, v in item.labels.items()
-    ]
+    labels = codec.label_rows(items, created)
     if labels:
         conn.executemany(queries.INSERT_LABEL, labels)
     out: list[tuple[Tracking, bool]] = []

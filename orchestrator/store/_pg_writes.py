@@ -98,12 +98,7 @@ async def create_trackings(
     columns = [list(column) for column in zip(*params, strict=True)]
     rows = await conn.fetch(q.INSERT_TRACKINGS, *columns, owner, lease_s)
     leases = {row[0]: int(row[1]) for row in rows}
-    labels = [
-        (item.tracking_id, k, v)
-        for item in items
-        if item.labels and item.tracking_id in leases
-        for k, v in item.labels.items()
-    ]
+    labels = codec.label_rows(items, leases)
     if labels:
         await conn.execute(q.INSERT_LABELS, *(list(c) for c in zip(*labels, strict=True)))
     known = [item for item in items if item.tracking_id not in leases]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from typing import Any, NamedTuple
 
 import orjson
@@ -18,6 +18,7 @@ import orjson
 from orchestrator.errors import StoreError
 from orchestrator.store.base import (
     Delivery,
+    DeliveryState,
     EventRecord,
     NewTracking,
     Tracking,
@@ -156,6 +157,16 @@ def insert_tracking_params(item: NewTracking) -> tuple[Any, ...]:
     )
 
 
+def label_rows(items: Sequence[NewTracking], created: Container[str]) -> list[tuple[str, ...]]:
+    """(tracking_id, key, value) of each label of the items whose row was created."""
+    return [
+        (item.tracking_id, k, v)
+        for item in items
+        if item.labels and item.tracking_id in created
+        for k, v in item.labels.items()
+    ]
+
+
 def delivery(row: Sequence[Any]) -> Delivery:
     """A row of ``queries.DELIVERY_COLUMNS``."""
     return Delivery(
@@ -232,3 +243,16 @@ def page(rows: Sequence[Any], limit: int) -> tuple[list[Tracking], str | None]:
     items = [tracking(row) for row in rows[:limit]]
     more = len(rows) > limit
     return items, encode_cursor(items[-1].created_at, items[-1].tracking_id) if more else None
+
+
+def delivery_listing(state: DeliveryState | None, cursor: str | None) -> list[Any]:
+    """A delivery listing's parameters: those of ``DELIVERIES_ALL`` when ``state`` is
+    None, else of ``DELIVERIES_BY_STATE`` (the limit, last, is the caller's)."""
+    after = decode_cursor(cursor, (int,))[0] if cursor is not None else 0
+    return [after] if state is None else [state, after]
+
+
+def delivery_page(rows: Sequence[Any], limit: int) -> tuple[list[Delivery], str | None]:
+    """The delivery rows read with ``limit + 1`` as one page, and the cursor to the next."""
+    items = [delivery(row) for row in rows[:limit]]
+    return items, encode_cursor(items[-1].delivery_id) if len(rows) > limit else None

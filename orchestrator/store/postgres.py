@@ -259,13 +259,9 @@ class PostgresStore:
         self, state: DeliveryState | None, limit: int, cursor: str | None
     ) -> tuple[list[Delivery], str | None]:
         size = codec.clamp_limit(limit)
-        after = codec.decode_cursor(cursor, (int,))[0] if cursor is not None else 0
-        if state is None:
-            rows = await self._fetch(q.DELIVERIES_ALL, after, size + 1)
-        else:
-            rows = await self._fetch(q.DELIVERIES_BY_STATE, state, after, size + 1)
-        items = [codec.delivery(row) for row in rows[:size]]
-        return items, codec.encode_cursor(items[-1].delivery_id) if len(rows) > size else None
+        params = codec.delivery_listing(state, cursor)
+        sql = q.DELIVERIES_ALL if state is None else q.DELIVERIES_BY_STATE
+        return codec.delivery_page(await self._fetch(sql, *params, size + 1), size)
 
     async def redrive_delivery(self, delivery_id: int, now: float) -> Delivery | None:
         if not _count(await self._execute(q.REDRIVE_DELIVERY, now, delivery_id)):
