@@ -31,32 +31,9 @@ from orchestrator.store.base import (
     WorkClassMerge,
     WorkClassSummary,
 )
+from orchestrator.store.leases import LeaseBook
 
 Connection = Any  # asyncpg.Connection: asyncpg ships no type information
-
-
-class LeaseBook:
-    """The leases this replica holds: tracking_id to fencing token."""
-
-    def __init__(self) -> None:
-        self.tokens: dict[str, int] = {}
-
-    def __len__(self) -> int:
-        return len(self.tokens)
-
-    def hold(self, tracking_id: str, token: int) -> None:
-        self.tokens[tracking_id] = token
-
-    def drop(self, tracking_ids: Sequence[str]) -> None:
-        for tracking_id in tracking_ids:
-            self.tokens.pop(tracking_id, None)
-
-    def arrays(self, tracking_ids: Sequence[str] | None = None) -> tuple[list[str], list[int]]:
-        ids = list(self.tokens) if tracking_ids is None else [
-            t for t in tracking_ids if t in self.tokens
-        ]  # fmt: skip
-        ids.sort()
-        return ids, [self.tokens[t] for t in ids]
 
 
 class EventWriter:

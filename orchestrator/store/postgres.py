@@ -41,6 +41,7 @@ from orchestrator.store.base import (
     WorkClassMerge,
     WorkClassSummary,
 )
+from orchestrator.store.leases import LeaseBook
 
 
 def _count(status: str) -> int:
@@ -64,7 +65,7 @@ class PostgresStore:
         self.replica_id = replica_id
         self.lease_timeout_s = lease_timeout_s
         self._pool = Pool(dsn, password, pool_size, f"orchestrator {replica_id}")
-        self.book = writes.LeaseBook()
+        self.book = LeaseBook()
 
     def __repr__(self) -> str:
         return f"PostgresStore({redacted(self.dsn)!r}, replica_id={self.replica_id!r})"

@@ -23,7 +23,6 @@ from orchestrator.errors import StoreError, StoreLocked, StoreUnavailable
 from orchestrator.store import _operations as ops
 from orchestrator.store import codec, queries
 from orchestrator.store._migrate import migrate
-from orchestrator.store._single_owner import SingleOwnerLeases
 from orchestrator.store._writer import GroupCommitWriter, is_unavailable
 from orchestrator.store.base import (
     Delivery,
@@ -40,6 +39,7 @@ from orchestrator.store.base import (
     WorkClassMerge,
     WorkClassSummary,
 )
+from orchestrator.store.leases import SingleOwnerLeases
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 CACHE_KIB = 32_768
