@@ -24,7 +24,7 @@ from typing import Any
 from orchestrator.store import _pg_writes as writes
 from orchestrator.store import codec
 from orchestrator.store import pg_queries as q
-from orchestrator.store._pg_pool import Pool, migrate, redacted
+from orchestrator.store._pg_pool import Pool, redacted
 from orchestrator.store.base import (
     Claimed,
     Delivery,
@@ -42,6 +42,7 @@ from orchestrator.store.base import (
     WorkClassSummary,
 )
 from orchestrator.store.leases import LeaseBook
+from orchestrator.store.schema import migrate_postgres
 
 
 def _count(status: str) -> int:
@@ -81,7 +82,7 @@ class PostgresStore:
         await self._pool.open()
         try:
             async with self._pool.connection("cannot migrate", transaction=False) as conn:
-                await migrate(conn)
+                await migrate_postgres(conn)
                 # Leases an earlier process under the same replica id left behind.
                 await conn.execute(q.RELEASE_OWNER, self.replica_id)
         except BaseException:

@@ -22,7 +22,6 @@ import aiosqlite
 from orchestrator.errors import StoreError, StoreLocked, StoreUnavailable
 from orchestrator.store import _operations as ops
 from orchestrator.store import codec, queries
-from orchestrator.store._migrate import migrate
 from orchestrator.store._writer import GroupCommitWriter, is_unavailable
 from orchestrator.store.base import (
     Delivery,
@@ -40,6 +39,7 @@ from orchestrator.store.base import (
     WorkClassSummary,
 )
 from orchestrator.store.leases import SingleOwnerLeases
+from orchestrator.store.schema import migrate_sqlite
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 CACHE_KIB = 32_768
@@ -93,7 +93,7 @@ class SqliteStore(SingleOwnerLeases):
             name=f"store-writer:{self.path.name}",
         )
         try:
-            await self._writer.start(migrate)
+            await self._writer.start(migrate_sqlite)
             self._reader = await aiosqlite.connect(
                 f"{self.path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None
             )
