@@ -24,7 +24,6 @@ from typing import Any
 from orchestrator.store import _pg_writes as writes
 from orchestrator.store import codec
 from orchestrator.store import pg_queries as q
-from orchestrator.store._pg_pool import Pool, redacted
 from orchestrator.store.base import (
     Claimed,
     Delivery,
@@ -42,6 +41,7 @@ from orchestrator.store.base import (
     WorkClassSummary,
 )
 from orchestrator.store.leases import LeaseBook
+from orchestrator.store.pg_pool import Pool, redacted
 from orchestrator.store.schema import migrate_postgres
 
 
