@@ -5,7 +5,7 @@ lease (owner, expiry by the database's clock, fencing token): the replica that
 accepted a tracking holds it first; a replica claims trackings whose lease ran
 out (``FOR UPDATE SKIP LOCKED``, so claimers never wait for each other) and
 renews what it holds. Poll results and terminal writes carry the token and the
-statements refuse them once the lease has passed or moved (``_pg_writes.py``).
+statements refuse them once the lease has passed or moved (``pg_writes.py``).
 A unique index allows one terminal event per tracking whatever happens, and
 event seqs are assigned under an advisory lock so that seq order is commit
 order. Deliveries are claimed with ``SKIP LOCKED`` too.
@@ -21,9 +21,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from orchestrator.store import _pg_writes as writes
 from orchestrator.store import codec
 from orchestrator.store import pg_queries as q
+from orchestrator.store import pg_writes as writes
 from orchestrator.store.base import (
     Claimed,
     Delivery,

@@ -19,8 +19,8 @@ import pytest
 
 from orchestrator.errors import StoreError
 from orchestrator.store import DisabledSink, PostgresStore, ReplaySpan
-from orchestrator.store import _pg_writes as writes
 from orchestrator.store import pg_queries as q
+from orchestrator.store import pg_writes as writes
 from orchestrator.store.pg_pool import redacted, store_error
 from orchestrator.store.schema import numbered_migrations
 from tests.unit.test_store_contract import add, event, finish, new, poll, sink_event
