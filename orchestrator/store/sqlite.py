@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from orchestrator.errors import StoreError, StoreLocked, StoreUnavailable
-from orchestrator.store import _operations as ops
 from orchestrator.store import codec, queries
+from orchestrator.store import sqlite_writes as ops
 from orchestrator.store._writer import GroupCommitWriter, is_unavailable
 from orchestrator.store.base import (
     Delivery,
