@@ -22,7 +22,6 @@ import aiosqlite
 from orchestrator.errors import StoreError, StoreLocked, StoreUnavailable
 from orchestrator.store import codec, queries
 from orchestrator.store import sqlite_writes as ops
-from orchestrator.store._writer import GroupCommitWriter, is_unavailable
 from orchestrator.store.base import (
     Delivery,
     DeliveryState,
@@ -38,6 +37,7 @@ from orchestrator.store.base import (
     WorkClassMerge,
     WorkClassSummary,
 )
+from orchestrator.store.group_commit import GroupCommitWriter, is_unavailable
 from orchestrator.store.leases import SingleOwnerLeases
 from orchestrator.store.schema import migrate_sqlite
 

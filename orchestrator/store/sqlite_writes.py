@@ -1,7 +1,7 @@
 """The SQLite store's writes, as plain functions of a connection.
 
 Each runs on the writer thread inside a group-commit transaction, under its own
-savepoint (see ``_writer.py``); none of them commits.
+savepoint (see ``group_commit.py``); none of them commits.
 """
 
 from __future__ import annotations
