@@ -7,9 +7,10 @@ nothing due parks until a timer or a newly scheduled entry wakes it; under load
 no worker ever parks, so a read costs no hand-over between tasks. While a
 ``Retry-After`` holds the gate, nothing is taken.
 
-A restart's first reads wait in a heap of their own, the backlog, taken only
-when nothing else is due: new work and the trackings already read keep their
-times while a service slower than the resume's plan catches up.
+A new tracking's first read waits in a heap of its own, taken before the other:
+new work is read on time even while a restart's backlog, or more work than the
+pollers can read, makes every other read late. The other reads are taken in
+the order they fell due, the resumed ones among them.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ class WorkspaceScheduler:
         self._poll = poll
         self._expire = expire
         self._heap: list[tuple[float, int, int, Entry]] = []
-        self._backlog: list[tuple[float, int, int, Entry]] = []  # resumed, never read yet
+        self._fresh: list[tuple[float, int, int, Entry]] = []  # new, never read yet
         self._seq = itertools.count()
         self.gate = gate
         self.max_in_flight = gate.max_in_flight
@@ -63,18 +64,18 @@ class WorkspaceScheduler:
         self._stopping = False
 
     def __len__(self) -> int:
-        return len(self._heap) + len(self._backlog)
+        return len(self._fresh) + len(self._heap)
 
     def waiting(self) -> list[Entry]:
         """The entries waiting for their read: none of them is being read (a taken
         entry leaves its heap until it is scheduled again)."""
-        return [e for heap in (self._heap, self._backlog) for _, _, gen, e in heap if gen == e.gen]
+        return [e for heap in (self._fresh, self._heap) for _, _, gen, e in heap if gen == e.gen]
 
     def schedule(self, entry: Entry, due: float) -> None:
         """(Re)schedule ``entry`` at monotonic ``due``; any earlier schedule is void."""
         entry.gen += 1
         entry.due = due
-        heap = self._backlog if entry.resumed else self._heap
+        heap = self._fresh if entry.polls == 0 and not entry.resumed else self._heap
         heapq.heappush(heap, (due, next(self._seq), entry.gen, entry))
         if self._idle and heap[0][3] is entry:
             # A new earliest entry: a parked worker looks again (and re-arms the timer).
@@ -114,10 +115,10 @@ class WorkspaceScheduler:
         self._timer = loop.call_at(math.ceil(at / GRANULE_S) * GRANULE_S, self._on_timer)
 
     def _due_heap(self, now: float) -> list[tuple[float, int, int, Entry]] | None:
-        """The heap whose first live entry is due, the backlog only when the other has
-        none; None when neither has (the timer is then armed for the sooner)."""
+        """The heap whose first live entry is due, new work's first; None when neither
+        has one (the timer is then armed for the sooner)."""
         soonest = math.inf
-        for heap in (self._heap, self._backlog):
+        for heap in (self._fresh, self._heap):
             while heap and heap[0][2] != heap[0][3].gen:
                 heapq.heappop(heap)
             if heap:
@@ -149,7 +150,7 @@ class WorkspaceScheduler:
                 self._arm(now + wait)
                 return None
             heapq.heappop(heap)
-            if self._idle and any(h and h[0][0] <= now for h in (self._heap, self._backlog)):
+            if self._idle and any(h and h[0][0] <= now for h in (self._fresh, self._heap)):
                 # More is due: parked workers take it while this one reads. Two
                 # each time, so that many due entries fan out over the pollers
                 # in a few turns of the loop, not one turn per entry.
