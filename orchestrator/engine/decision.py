@@ -1,18 +1,18 @@
 """The decision half of a poll: (tracking state, judgement, now) -> decision. Pure.
 
-No I/O, no clock, no randomness of its own (the jitter's uniform draw is passed
-in), so every rule of a poll is tested here without a server or a sleep. The
-engine applies the decision in one place (``Engine._apply``).
+No I/O, no clock, no randomness of its own (the jitter's uniform draw, or the
+random source, is passed in), so every rule of a poll is tested here without a
+server or a sleep. The engine applies the decision in one place (``Engine._apply``).
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from orchestrator.clock import iso
 from orchestrator.config import PollingConfig
-from orchestrator.engine.backoff import next_delay
 from orchestrator.interpret import TERMINAL_PHASES
 from orchestrator.kinds.base import Judgement
 from orchestrator.vocabulary import DeadlineSource, NextPollReason, Outcome
@@ -193,3 +193,24 @@ def decide(
         due, reason = deadline_mono, NextPollReason.DEADLINE
     d.due, d.reason = due, reason
     return d
+
+
+# -- backoff ------------------------------------------------------------------------------
+
+
+def next_delay(current: float | None, initial: float, multiplier: float, maximum: float) -> float:
+    """The next delay before jitter: starts at ``initial`` and grows to ``maximum``.
+
+    ``current`` is None after the remote status changed, which restarts the
+    progression: a job that just moved is likely to move again soon.
+    """
+    if current is None:
+        return initial
+    return min(current * multiplier, maximum)
+
+
+def jittered(delay: float, jitter: float, rng: random.Random) -> float:
+    """Spread by ±jitter so that trackings created together do not poll together."""
+    if jitter <= 0:
+        return delay
+    return delay * rng.uniform(1.0 - jitter, 1.0 + jitter)

@@ -18,9 +18,8 @@ import anyio
 
 from orchestrator.clock import Clock
 from orchestrator.config import Settings
-from orchestrator.engine.backoff import jittered
 from orchestrator.engine.cancel import CancelAnswer, cancel
-from orchestrator.engine.decision import Decision, decide
+from orchestrator.engine.decision import Decision, decide, jittered
 from orchestrator.engine.entry import Entry
 from orchestrator.engine.finishing import FINISH_RETRY_S, Finisher, abandoned_result
 from orchestrator.engine.learner import Learner

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.store._paging import MAX_PAGE, InvalidCursor
 from orchestrator.store.base import (
     Claimed,
     Delivery,
@@ -22,6 +21,7 @@ from orchestrator.store.base import (
     WorkClassMerge,
     WorkClassSummary,
 )
+from orchestrator.store.codec import MAX_PAGE, InvalidCursor
 from orchestrator.store.memory import MemoryStore
 from orchestrator.store.postgres import PostgresStore
 from orchestrator.store.sqlite import SqliteStore

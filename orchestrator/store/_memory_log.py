@@ -8,7 +8,6 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from orchestrator.errors import StoreError, StoreUnavailable
-from orchestrator.store._paging import clamp_limit, decode_cursor, encode_cursor
 from orchestrator.store.base import (
     Delivery,
     DeliveryState,
@@ -17,6 +16,7 @@ from orchestrator.store.base import (
     NewEvent,
     ReplaySpan,
 )
+from orchestrator.store.codec import clamp_limit, decode_cursor, encode_cursor
 
 
 class MemoryLog:

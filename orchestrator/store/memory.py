@@ -14,9 +14,6 @@ from collections.abc import Sequence
 
 from orchestrator.errors import StoreError
 from orchestrator.store._memory_log import MemoryLog
-from orchestrator.store._paging import clamp_limit, decode_cursor, encode_cursor
-from orchestrator.store._rows import new_tracking
-from orchestrator.store._single_owner import SingleOwnerLeases
 from orchestrator.store.base import (
     Finish,
     NewTracking,
@@ -26,6 +23,8 @@ from orchestrator.store.base import (
     WorkClassMerge,
     WorkClassSummary,
 )
+from orchestrator.store.codec import clamp_limit, decode_cursor, encode_cursor, new_tracking
+from orchestrator.store.leases import SingleOwnerLeases
 from orchestrator.vocabulary import TrackingState
 
 

@@ -20,7 +20,7 @@ import asyncpg  # type: ignore[import-untyped]
 
 from orchestrator.aio import wait_event
 from orchestrator.store import pg_queries as q
-from orchestrator.store._pg_pool import is_store_failure
+from orchestrator.store.pg_pool import is_store_failure
 
 log = logging.getLogger("orchestrator.store")
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import functools
 
-from orchestrator.store.queries import DELIVERY_COLUMNS, EVENT_COLUMNS, TRACKING_COLUMNS
+from orchestrator.store import queries
+from orchestrator.store.queries import DELIVERY_COLUMNS, EVENT_COLUMNS, T_COLUMNS, TRACKING_COLUMNS
 
 # The database's clock, in unix seconds: every lease is judged by it, never by a
 # replica's own clock, so replicas whose clocks disagree still agree on leases.
@@ -23,7 +24,6 @@ EVENTS_LOCK_KEY = 0x6F7263685F657674  # "orch_evt"
 MIGRATION_LOCK_KEY = 0x6F7263685F6D6967  # "orch_mig"
 CHANNEL = "orchestrator"  # LISTEN/NOTIFY: payload "work", "events" or "sinks"
 
-T_COLUMNS = ", ".join(f"t.{c.strip()}" for c in TRACKING_COLUMNS.split(","))
 # Where CLAIM's two extra columns (the new lease token, the previous owner) start.
 CLAIM_TOKEN = len(TRACKING_COLUMNS.split(","))
 # Resuming (and claiming) skips a body its digest stands for, as the SQLite store does.
@@ -118,38 +118,9 @@ FINISH_LEASED = f"{_FINISH_SET} AND lease_token = $11 AND lease_until >= {NOW}"
 FINISH_UNLEASED = _FINISH_SET
 
 
-@functools.lru_cache(maxsize=256)
-def list_trackings(
-    *, state: bool, kind: bool, outcome: bool, workspace: bool, labels: int, after: bool
-) -> str:
-    """The listing query for the filters present; parameters in the order of
-    ``queries.list_trackings`` (the set of texts is small: each is prepared once)."""
-    where: list[str] = []
-    n = 0
-
-    def param() -> str:
-        nonlocal n
-        n += 1
-        return f"${n}"
-
-    for present, column in ((state, "state"), (kind, "kind"), (outcome, "outcome")):
-        if present:
-            where.append(f"t.{column} = {param()}")
-    if workspace:
-        where.append(f"t.workspace = {param()}")
-    for _ in range(labels):
-        where.append(
-            "EXISTS (SELECT 1 FROM tracking_labels l WHERE l.tracking_id = t.tracking_id"
-            f" AND l.key = {param()} AND l.value = {param()})"
-        )
-    if after:
-        a, b, c = param(), param(), param()
-        where.append(f"(t.created_at < {a} OR (t.created_at = {b} AND t.tracking_id < {c}))")
-    clause = f" WHERE {' AND '.join(where)}" if where else ""
-    return (
-        f"SELECT {T_COLUMNS} FROM trackings t{clause}"
-        f" ORDER BY t.created_at DESC, t.tracking_id DESC LIMIT {param()}"
-    )
+# The listing query, as SQLite's but with numbered placeholders (the set of texts is
+# small: each is prepared once).
+list_trackings = functools.partial(queries.list_trackings, numbered=True)
 
 
 # Up to $2 settled terminal trackings (their events and deliveries follow through ON

@@ -5,7 +5,7 @@ lease (owner, expiry by the database's clock, fencing token): the replica that
 accepted a tracking holds it first; a replica claims trackings whose lease ran
 out (``FOR UPDATE SKIP LOCKED``, so claimers never wait for each other) and
 renews what it holds. Poll results and terminal writes carry the token and the
-statements refuse them once the lease has passed or moved (``_pg_writes.py``).
+statements refuse them once the lease has passed or moved (``pg_writes.py``).
 A unique index allows one terminal event per tracking whatever happens, and
 event seqs are assigned under an advisory lock so that seq order is commit
 order. Deliveries are claimed with ``SKIP LOCKED`` too.
@@ -21,12 +21,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from orchestrator.store import _pg_writes as writes
-from orchestrator.store import _rows
+from orchestrator.store import codec
 from orchestrator.store import pg_queries as q
-from orchestrator.store._listing import listing, page
-from orchestrator.store._paging import clamp_limit, decode_cursor, encode_cursor
-from orchestrator.store._pg_pool import Pool, migrate, redacted
+from orchestrator.store import pg_writes as writes
 from orchestrator.store.base import (
     Claimed,
     Delivery,
@@ -43,6 +40,9 @@ from orchestrator.store.base import (
     WorkClassMerge,
     WorkClassSummary,
 )
+from orchestrator.store.leases import LeaseBook
+from orchestrator.store.pg_pool import Pool, redacted
+from orchestrator.store.schema import migrate_postgres
 
 
 def _count(status: str) -> int:
@@ -66,7 +66,7 @@ class PostgresStore:
         self.replica_id = replica_id
         self.lease_timeout_s = lease_timeout_s
         self._pool = Pool(dsn, password, pool_size, f"orchestrator {replica_id}")
-        self.book = writes.LeaseBook()
+        self.book = LeaseBook()
 
     def __repr__(self) -> str:
         return f"PostgresStore({redacted(self.dsn)!r}, replica_id={self.replica_id!r})"
@@ -82,7 +82,7 @@ class PostgresStore:
         await self._pool.open()
         try:
             async with self._pool.connection("cannot migrate", transaction=False) as conn:
-                await migrate(conn)
+                await migrate_postgres(conn)
                 # Leases an earlier process under the same replica id left behind.
                 await conn.execute(q.RELEASE_OWNER, self.replica_id)
         except BaseException:
@@ -145,22 +145,22 @@ class PostgresStore:
 
     async def get_tracking(self, tracking_id: str) -> Tracking | None:
         rows = await self._fetch(q.TRACKING_BY_ID, tracking_id)
-        return _rows.tracking(rows[0]) if rows else None
+        return codec.tracking(rows[0]) if rows else None
 
     async def load_active(
         self, after: str | None = None, limit: int | None = None
     ) -> list[Tracking]:
         rows = await self._fetch(q.ACTIVE_TRACKINGS, after or "", limit)
-        return [_rows.tracking(row) for row in rows]
+        return [codec.tracking(row) for row in rows]
 
     async def active_counts(self) -> dict[str, int]:
         return {str(ws): int(n) for ws, n in await self._fetch(q.ACTIVE_COUNTS)}
 
     async def list_trackings(self, query: TrackingQuery) -> tuple[list[Tracking], str | None]:
-        limit = clamp_limit(query.limit)
-        shape, params = listing(query)
+        limit = codec.clamp_limit(query.limit)
+        shape, params = codec.listing(query)
         sql = q.list_trackings(**shape._asdict())
-        return page(await self._fetch(sql, *params, limit + 1), limit)
+        return codec.page(await self._fetch(sql, *params, limit + 1), limit)
 
     async def prune(self, before: float, batch: int) -> int:
         rows = await self._fetch(q.PRUNE, before, max(0, batch))
@@ -177,7 +177,7 @@ class PostgresStore:
         for row in rows:
             token, previous = row[q.CLAIM_TOKEN], row[q.CLAIM_TOKEN + 1]
             self.book.hold(row[0], int(token))
-            claimed.trackings.append(_rows.tracking(row))
+            claimed.trackings.append(codec.tracking(row))
             if previous is not None and previous != self.replica_id:
                 claimed.takeovers += 1
         claimed.trackings.sort(key=lambda t: t.tracking_id)
@@ -222,7 +222,7 @@ class PostgresStore:
 
     async def events_after(self, after_seq: int, limit: int) -> list[EventRecord]:
         rows = await self._fetch(q.EVENTS_AFTER, after_seq, max(0, limit))
-        return [_rows.event(row) for row in rows]
+        return [codec.event(row) for row in rows]
 
     async def last_event_seq(self) -> int:
         rows = await self._fetch(q.LAST_EVENT_SEQ)
@@ -234,7 +234,7 @@ class PostgresStore:
         if limit <= 0:
             return []
         rows = await self._fetch(q.CLAIM_DELIVERIES, destination, now, limit, now + lease_s)
-        return [_rows.delivery(row) for row in rows]
+        return [codec.delivery(row) for row in rows]
 
     async def pending_destinations(self) -> list[str]:
         return [row[0] for row in await self._fetch(q.PENDING_DESTINATIONS)]
@@ -255,19 +255,15 @@ class PostgresStore:
 
     async def get_delivery(self, delivery_id: int) -> Delivery | None:
         rows = await self._fetch(q.DELIVERY_BY_ID, delivery_id)
-        return _rows.delivery(rows[0]) if rows else None
+        return codec.delivery(rows[0]) if rows else None
 
     async def list_deliveries(
         self, state: DeliveryState | None, limit: int, cursor: str | None
     ) -> tuple[list[Delivery], str | None]:
-        size = clamp_limit(limit)
-        after = decode_cursor(cursor, (int,))[0] if cursor is not None else 0
-        if state is None:
-            rows = await self._fetch(q.DELIVERIES_ALL, after, size + 1)
-        else:
-            rows = await self._fetch(q.DELIVERIES_BY_STATE, state, after, size + 1)
-        items = [_rows.delivery(row) for row in rows[:size]]
-        return items, encode_cursor(items[-1].delivery_id) if len(rows) > size else None
+        size = codec.clamp_limit(limit)
+        params = codec.delivery_listing(state, cursor)
+        sql = q.DELIVERIES_ALL if state is None else q.DELIVERIES_BY_STATE
+        return codec.delivery_page(await self._fetch(sql, *params, size + 1), size)
 
     async def redrive_delivery(self, delivery_id: int, now: float) -> Delivery | None:
         if not _count(await self._execute(q.REDRIVE_DELIVERY, now, delivery_id)):
@@ -309,7 +305,7 @@ class PostgresStore:
     async def load_work_classes(self) -> list[WorkClassSummary]:
         rows = await self._fetch(q.WORK_CLASSES)
         return [
-            WorkClassSummary(str(r[0]), str(r[1]), str(r[2]), _rows.load(r[3]), float(r[4]))
+            WorkClassSummary(str(r[0]), str(r[1]), str(r[2]), codec.load(r[3]), float(r[4]))
             for r in rows
         ]
 

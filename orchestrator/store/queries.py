@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 
 TRACKING_COLUMNS = (
     "tracking_id, workspace, kind, remote_id, state, outcome, remote_status, remote, result,"
@@ -16,6 +17,7 @@ DELIVERY_COLUMNS = (
     " d.delivered_at"
 )
 EVENT_COLUMNS = "seq, event_id, tracking_id, type, time, payload, sink"
+T_COLUMNS = ", ".join(f"t.{c.strip()}" for c in TRACKING_COLUMNS.split(","))  # of trackings t
 
 # -- schema bookkeeping ---------------------------------------------------------------------
 
@@ -127,6 +129,7 @@ FINISH_TRACKING = (
 )
 
 
+@functools.lru_cache(maxsize=256)
 def list_trackings(
     *,
     state: bool,
@@ -135,32 +138,30 @@ def list_trackings(
     workspace: bool,
     labels: int,
     after: bool,
+    numbered: bool = False,
 ) -> str:
     """The listing query for the filters present; parameters follow in this order:
     state, kind, outcome, workspace, (key, value) per label, cursor (created_at twice,
-    tracking_id), limit."""
-    where: list[str] = []
-    if state:
-        where.append("state = ?")
-    if kind:
-        where.append("kind = ?")
-    if outcome:
-        where.append("outcome = ?")
-    if workspace:
-        where.append("workspace = ?")
-    where.extend(
-        [
+    tracking_id), limit. ``numbered``: PostgreSQL's placeholders ($1, $2, ...), not ?."""
+    numbers = itertools.count(1)
+
+    def param() -> str:
+        return f"${next(numbers)}" if numbered else "?"
+
+    present = {"state": state, "kind": kind, "outcome": outcome, "workspace": workspace}
+    where = [f"t.{column} = {param()}" for column, wanted in present.items() if wanted]
+    for _ in range(labels):
+        where.append(
             "EXISTS (SELECT 1 FROM tracking_labels l WHERE l.tracking_id = t.tracking_id"
-            " AND l.key = ? AND l.value = ?)"
-        ]
-        * labels
-    )
+            f" AND l.key = {param()} AND l.value = {param()})"
+        )
     if after:
-        where.append("(created_at < ? OR (created_at = ? AND tracking_id < ?))")
+        a, b, c = param(), param(), param()
+        where.append(f"(t.created_at < {a} OR (t.created_at = {b} AND t.tracking_id < {c}))")
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     return (
-        f"SELECT {TRACKING_COLUMNS} FROM trackings t{clause}"
-        " ORDER BY created_at DESC, tracking_id DESC LIMIT ?"
+        f"SELECT {T_COLUMNS} FROM trackings t{clause}"
+        f" ORDER BY t.created_at DESC, t.tracking_id DESC LIMIT {param()}"
     )
 
 

@@ -21,13 +21,8 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from orchestrator.errors import StoreError, StoreLocked, StoreNotWritable, StoreUnavailable
-from orchestrator.store import _operations as ops
-from orchestrator.store import _rows, queries
-from orchestrator.store._listing import listing, page
-from orchestrator.store._migrate import migrate
-from orchestrator.store._paging import clamp_limit, decode_cursor, encode_cursor
-from orchestrator.store._single_owner import SingleOwnerLeases
-from orchestrator.store._writer import GroupCommitWriter, is_unavailable
+from orchestrator.store import codec, queries
+from orchestrator.store import sqlite_writes as ops
 from orchestrator.store.base import (
     Delivery,
     DeliveryState,
@@ -43,6 +38,9 @@ from orchestrator.store.base import (
     WorkClassMerge,
     WorkClassSummary,
 )
+from orchestrator.store.group_commit import GroupCommitWriter, is_unavailable
+from orchestrator.store.leases import SingleOwnerLeases
+from orchestrator.store.schema import migrate_sqlite
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 CACHE_KIB = 32_768
@@ -111,7 +109,7 @@ class SqliteStore(SingleOwnerLeases):
             name=f"store-writer:{self.path.name}",
         )
         try:
-            await self._writer.start(migrate)
+            await self._writer.start(migrate_sqlite)
             self._reader = await aiosqlite.connect(
                 f"{self.path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None
             )
@@ -262,26 +260,26 @@ class SqliteStore(SingleOwnerLeases):
 
     async def get_tracking(self, tracking_id: str) -> Tracking | None:
         rows = await self._read(queries.TRACKING_BY_ID, (tracking_id,))
-        return _rows.tracking(rows[0]) if rows else None
+        return codec.tracking(rows[0]) if rows else None
 
     async def load_active(
         self, after: str | None = None, limit: int | None = None
     ) -> list[Tracking]:
         params = (after or "", -1 if limit is None else limit)
-        return [_rows.tracking(row) for row in await self._read(queries.ACTIVE_TRACKINGS, params)]
+        return [codec.tracking(row) for row in await self._read(queries.ACTIVE_TRACKINGS, params)]
 
     async def active_counts(self) -> dict[str, int]:
         return {str(ws): int(n) for ws, n in await self._read(queries.ACTIVE_COUNTS, ())}
 
     async def list_trackings(self, query: TrackingQuery) -> tuple[list[Tracking], str | None]:
-        limit = clamp_limit(query.limit)
-        shape, params = listing(query)
+        limit = codec.clamp_limit(query.limit)
+        shape, params = codec.listing(query)
         sql = queries.list_trackings(**shape._asdict())
-        return page(await self._read(sql, [*params, limit + 1]), limit)
+        return codec.page(await self._read(sql, [*params, limit + 1]), limit)
 
     async def events_after(self, after_seq: int, limit: int) -> list[EventRecord]:
         rows = await self._read(queries.EVENTS_AFTER, (after_seq, max(0, limit)))
-        return [_rows.event(row) for row in rows]
+        return [codec.event(row) for row in rows]
 
     async def last_event_seq(self) -> int:
         rows = await self._read(queries.LAST_EVENT_SEQ)
@@ -298,23 +296,19 @@ class SqliteStore(SingleOwnerLeases):
 
     async def load_work_classes(self) -> list[WorkClassSummary]:
         rows = await self._read(queries.WORK_CLASSES)
-        return [WorkClassSummary(ws, k, c, _rows.load(blob), at) for ws, k, c, blob, at in rows]
+        return [WorkClassSummary(ws, k, c, codec.load(blob), at) for ws, k, c, blob, at in rows]
 
     async def get_delivery(self, delivery_id: int) -> Delivery | None:
         rows = await self._read(queries.DELIVERY_BY_ID, (delivery_id,))
-        return _rows.delivery(rows[0]) if rows else None
+        return codec.delivery(rows[0]) if rows else None
 
     async def list_deliveries(
         self, state: DeliveryState | None, limit: int, cursor: str | None
     ) -> tuple[list[Delivery], str | None]:
-        size = clamp_limit(limit)
-        after = decode_cursor(cursor, (int,))[0] if cursor is not None else 0
-        if state is None:
-            rows = await self._read(queries.DELIVERIES_ALL, (after, size + 1))
-        else:
-            rows = await self._read(queries.DELIVERIES_BY_STATE, (state, after, size + 1))
-        items = [_rows.delivery(row) for row in rows[:size]]
-        return items, encode_cursor(items[-1].delivery_id) if len(rows) > size else None
+        size = codec.clamp_limit(limit)
+        params = codec.delivery_listing(state, cursor)
+        sql = queries.DELIVERIES_ALL if state is None else queries.DELIVERIES_BY_STATE
+        return codec.delivery_page(await self._read(sql, [*params, size + 1]), size)
 
 
 def _lock(path: Path) -> int:

@@ -19,9 +19,10 @@ import pytest
 
 from orchestrator.errors import StoreError
 from orchestrator.store import DisabledSink, PostgresStore, ReplaySpan
-from orchestrator.store import _pg_writes as writes
 from orchestrator.store import pg_queries as q
-from orchestrator.store._pg_pool import migrations, redacted, store_error
+from orchestrator.store import pg_writes as writes
+from orchestrator.store.pg_pool import redacted, store_error
+from orchestrator.store.schema import numbered_migrations
 from tests.unit.test_store_contract import add, event, finish, new, poll, sink_event
 
 Replicas = Callable[..., Any]
@@ -129,7 +130,7 @@ async def test_one_replica_of_several_records_a_sink_disabled(replicas: Replicas
 
 
 async def test_a_database_made_by_001_is_upgraded_with_its_rows(postgres_dsn: str) -> None:
-    [(_, name, script), *later] = migrations()
+    [(_, name, script), *later] = numbered_migrations("pg_migrations")
     assert later, "this test is about the migrations after 001"
     conn = await asyncpg.connect(postgres_dsn)
     try:

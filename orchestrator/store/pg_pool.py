@@ -1,4 +1,4 @@
-"""The PostgreSQL store's connection pool, error mapping and migrations.
+"""The PostgreSQL store's connection pool and error mapping.
 
 asyncpg keeps a cache of prepared statements on each connection: every
 statement of ``pg_queries`` is constant text, so it is parsed and planned once
@@ -8,7 +8,6 @@ per connection of the pool and executed from the cache after that.
 from __future__ import annotations
 
 import contextlib
-import time
 import urllib.parse
 from collections.abc import AsyncIterator
 from typing import Any
@@ -16,8 +15,6 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped]
 
 from orchestrator.errors import StoreError, StoreUnavailable
-from orchestrator.store import pg_queries as q
-from orchestrator.store._migrate import numbered_migrations
 
 CONNECT_TIMEOUT_S = 10.0
 COMMAND_TIMEOUT_S = 30.0
@@ -114,29 +111,3 @@ class Pool:
             if not is_store_failure(exc):
                 raise
             raise store_error(exc, what) from exc
-
-
-def migrations() -> list[tuple[int, str, str]]:
-    return numbered_migrations("pg_migrations")
-
-
-async def migrate(conn: Any) -> None:
-    """Apply the migrations newer than the recorded version, in one transaction.
-
-    Replicas starting together serialise on an advisory lock: the first applies
-    them, the others then find nothing left to do. A database newer than this
-    build is refused, so an old replica never writes to a schema it does not know.
-    """
-    known = migrations()
-    async with conn.transaction():
-        await conn.execute(f"SELECT pg_advisory_xact_lock({q.MIGRATION_LOCK_KEY})")
-        await conn.execute(q.CREATE_SCHEMA_VERSION)
-        current = int(await conn.fetchval(q.SCHEMA_VERSION))
-        if current > len(known):
-            raise StoreError(
-                f"store schema version {current} is newer than this build knows"
-                f" ({len(known)}): refusing to open it"
-            )
-        for version, name, script in known[current:]:
-            await conn.execute(script)  # a whole script: the simple query protocol
-            await conn.execute(q.RECORD_MIGRATION, version, name, time.time())

@@ -1,7 +1,7 @@
 """The SQLite store's writes, as plain functions of a connection.
 
 Each runs on the writer thread inside a group-commit transaction, under its own
-savepoint (see ``_writer.py``); none of them commits.
+savepoint (see ``group_commit.py``); none of them commits.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sqlite3
 import time
 from collections.abc import Sequence
 
-from orchestrator.store import _rows, queries
+from orchestrator.store import codec, queries
 from orchestrator.store.base import (
     Delivery,
     DisabledSink,
@@ -36,26 +36,21 @@ def create_trackings(
     size = queries.INSERT_ROWS
     for start in range(0, len(items), size):
         chunk = items[start : start + size]
-        params = [v for item in chunk for v in _rows.insert_tracking_params(item)]
+        params = [v for item in chunk for v in codec.insert_tracking_params(item)]
         cursor = conn.execute(queries.insert_tracking_rows(len(chunk)), params)
         created.update(row[0] for row in cursor.fetchall())
-    labels = [
-        (item.tracking_id, k, v)
-        for item in items
-        if item.labels and item.tracking_id in created
-        for k, v in item.labels.items()
-    ]
+    labels = codec.label_rows(items, created)
     if labels:
         conn.executemany(queries.INSERT_LABEL, labels)
     out: list[tuple[Tracking, bool]] = []
     for item in items:
         if item.tracking_id in created:
-            out.append((_rows.new_tracking(item), True))
+            out.append((codec.new_tracking(item), True))
         else:
             row = conn.execute(
                 queries.TRACKING_BY_REMOTE, (item.workspace, item.kind, item.remote_id)
             ).fetchone()
-            out.append((_rows.tracking(row), False))
+            out.append((codec.tracking(row), False))
     return out
 
 
@@ -83,10 +78,10 @@ def _poll_params(update: PollUpdate) -> tuple[object, ...]:
         update.polls,
         update.last_polled_at,
         update.next_poll_at,
-        _rows.dump(update.last_error),
+        codec.dump(update.last_error),
         changed,
         update.remote_status if changed else None,
-        _rows.dump(update.remote) if changed else None,
+        codec.dump(update.remote) if changed else None,
         update.tracking_id,
         update.fingerprint if changed else None,
         update.digest if changed else None,
@@ -107,13 +102,13 @@ def _record_plain(conn: sqlite3.Connection, updates: Sequence[PollUpdate]) -> No
     rows: dict[str, list[object]] = {}
     for u in updates:
         row = rows.get(u.tracking_id)
-        error = _rows.dump(u.last_error)
+        error = codec.dump(u.last_error)
         if row is None:
             rows[u.tracking_id] = [
                 u.tracking_id, u.polls, u.last_polled_at, u.next_poll_at, error,
                 u.remote_changed,
                 u.remote_status if u.remote_changed else None,
-                _rows.dump(u.remote) if u.remote_changed else None,
+                codec.dump(u.remote) if u.remote_changed else None,
                 u.fingerprint if u.remote_changed else None,
                 u.digest if u.remote_changed else None,
                 u.work_class, u.work_started_at,
@@ -121,7 +116,7 @@ def _record_plain(conn: sqlite3.Connection, updates: Sequence[PollUpdate]) -> No
             continue
         row[1:5] = [u.polls, u.last_polled_at, u.next_poll_at, error]
         if u.remote_changed:
-            row[5:10] = [True, u.remote_status, _rows.dump(u.remote), u.fingerprint, u.digest]
+            row[5:10] = [True, u.remote_status, codec.dump(u.remote), u.fingerprint, u.digest]
         if u.work_class is not None:
             row[10:12] = [u.work_class, u.work_started_at]
     folded = list(rows.values())
@@ -138,13 +133,13 @@ def finish(conn: sqlite3.Connection, items: Sequence[Finish]) -> list[bool]:
             "tracking_id": item.tracking_id,
             "outcome": item.outcome,
             "terminal_at": item.terminal_at,
-            "result": _rows.dump(item.result),
+            "result": codec.dump(item.result),
             "polls": item.polls,
             "last_polled_at": item.last_polled_at,
-            "last_error": _rows.dump(item.last_error),
+            "last_error": codec.dump(item.last_error),
             "remote_changed": item.remote_changed,
             "remote_status": item.remote_status if item.remote_changed else None,
-            "remote": _rows.dump(item.remote) if item.remote_changed else None,
+            "remote": codec.dump(item.remote) if item.remote_changed else None,
         }
         moved = conn.execute(queries.FINISH_TRACKING, params).rowcount == 1
         if moved:
@@ -174,7 +169,7 @@ def claim_deliveries(
     conn: sqlite3.Connection, destination: str, now: float, limit: int, lease_s: float
 ) -> list[Delivery]:
     rows = conn.execute(queries.DUE_DELIVERIES, (destination, now, max(0, limit))).fetchall()
-    claimed = [_rows.delivery(row) for row in rows]
+    claimed = [codec.delivery(row) for row in rows]
     for item in claimed:
         item.next_attempt_at = now + lease_s
     conn.executemany(
@@ -190,7 +185,7 @@ def update_delivery(conn: sqlite3.Connection, sql: str, params: tuple[object, ..
 def redrive_delivery(conn: sqlite3.Connection, delivery_id: int, now: float) -> Delivery | None:
     if not conn.execute(queries.REDRIVE_DELIVERY, (now, delivery_id)).rowcount:
         return None
-    return _rows.delivery(conn.execute(queries.DELIVERY_BY_ID, (delivery_id,)).fetchone())
+    return codec.delivery(conn.execute(queries.DELIVERY_BY_ID, (delivery_id,)).fetchone())
 
 
 def replay_deliveries(
@@ -240,10 +235,10 @@ def merge_work_classes(
     stored: list[WorkClassSummary] = []
     for m in merges:
         row = conn.execute(queries.WORK_CLASS, m.key).fetchone()
-        item = m.folded(None if row is None else _rows.load(row[0]))
+        item = m.folded(None if row is None else codec.load(row[0]))
         conn.execute(
             queries.SAVE_WORK_CLASS,
-            (*m.key, _rows.dump(item.summary), item.updated_at),
+            (*m.key, codec.dump(item.summary), item.updated_at),
         )
         stored.append(item)
     return stored

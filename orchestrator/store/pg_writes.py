@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from orchestrator.store import _rows
+from orchestrator.store import codec
 from orchestrator.store import pg_queries as q
 from orchestrator.store.base import (
     DisabledSink,
@@ -31,32 +31,9 @@ from orchestrator.store.base import (
     WorkClassMerge,
     WorkClassSummary,
 )
+from orchestrator.store.leases import LeaseBook
 
 Connection = Any  # asyncpg.Connection: asyncpg ships no type information
-
-
-class LeaseBook:
-    """The leases this replica holds: tracking_id to fencing token."""
-
-    def __init__(self) -> None:
-        self.tokens: dict[str, int] = {}
-
-    def __len__(self) -> int:
-        return len(self.tokens)
-
-    def hold(self, tracking_id: str, token: int) -> None:
-        self.tokens[tracking_id] = token
-
-    def drop(self, tracking_ids: Sequence[str]) -> None:
-        for tracking_id in tracking_ids:
-            self.tokens.pop(tracking_id, None)
-
-    def arrays(self, tracking_ids: Sequence[str] | None = None) -> tuple[list[str], list[int]]:
-        ids = list(self.tokens) if tracking_ids is None else [
-            t for t in tracking_ids if t in self.tokens
-        ]  # fmt: skip
-        ids.sort()
-        return ids, [self.tokens[t] for t in ids]
 
 
 class EventWriter:
@@ -94,16 +71,11 @@ async def create_trackings(
     conn: Connection, items: Sequence[NewTracking], owner: str, lease_s: float, book: LeaseBook
 ) -> tuple[list[tuple[Tracking, bool]], dict[str, int]]:
     """Insert (leased to ``owner``); returns the answers and the new leases."""
-    params = [_rows.insert_tracking_params(item) for item in items]
+    params = [codec.insert_tracking_params(item) for item in items]
     columns = [list(column) for column in zip(*params, strict=True)]
     rows = await conn.fetch(q.INSERT_TRACKINGS, *columns, owner, lease_s)
     leases = {row[0]: int(row[1]) for row in rows}
-    labels = [
-        (item.tracking_id, k, v)
-        for item in items
-        if item.labels and item.tracking_id in leases
-        for k, v in item.labels.items()
-    ]
+    labels = codec.label_rows(items, leases)
     if labels:
         await conn.execute(q.INSERT_LABELS, *(list(c) for c in zip(*labels, strict=True)))
     known = [item for item in items if item.tracking_id not in leases]
@@ -111,11 +83,11 @@ async def create_trackings(
     if known:
         keys = [[i.workspace for i in known], [i.kind for i in known], [i.remote_id for i in known]]
         for row in await conn.fetch(q.TRACKINGS_BY_REMOTE, *keys):
-            existing[row[1], row[2], row[3]] = _rows.tracking(row)
+            existing[row[1], row[2], row[3]] = codec.tracking(row)
     out: list[tuple[Tracking, bool]] = []
     for item in items:
         if item.tracking_id in leases:
-            out.append((_rows.new_tracking(item), True))
+            out.append((codec.new_tracking(item), True))
         else:
             out.append((existing[item.workspace, item.kind, item.remote_id], False))
     return out, leases
@@ -126,9 +98,9 @@ def _poll_row(u: PollUpdate, token: int) -> list[Any]:
     deadline, source = u.deadline if u.deadline is not None else (None, None)
     return [
         u.tracking_id, token, u.polls, u.last_polled_at, u.next_poll_at,
-        _rows.dump(u.last_error), changed,
+        codec.dump(u.last_error), changed,
         u.remote_status if changed else None,
-        _rows.dump(u.remote) if changed else None,
+        codec.dump(u.remote) if changed else None,
         u.fingerprint if changed else None,
         u.digest if changed else None,
         deadline, source,
@@ -187,10 +159,10 @@ async def finish(conn: Connection, items: Sequence[Finish], book: LeaseBook) -> 
     for item in items:
         token = book.tokens.get(item.tracking_id)
         params: list[Any] = [
-            item.tracking_id, item.outcome, item.terminal_at, _rows.dump(item.result),
-            item.polls, item.last_polled_at, _rows.dump(item.last_error), item.remote_changed,
+            item.tracking_id, item.outcome, item.terminal_at, codec.dump(item.result),
+            item.polls, item.last_polled_at, codec.dump(item.last_error), item.remote_changed,
             item.remote_status if item.remote_changed else None,
-            _rows.dump(item.remote) if item.remote_changed else None,
+            codec.dump(item.remote) if item.remote_changed else None,
         ]  # fmt: skip
         if token is not None:
             status = await conn.execute(q.FINISH_LEASED, *params, token)
@@ -242,7 +214,7 @@ async def merge_work_classes(conn: Any, merges: Sequence[WorkClassMerge]) -> lis
     )
     rows = await conn.fetch(q.LOCK_WORK_CLASSES, *keys, [m.updated_at for m in ordered])
     stored: dict[tuple[str, str, str], bytes] = {(r[0], r[1], r[2]): r[3] for r in rows}
-    items = [m.folded(_rows.load(stored[m.key]) if stored.get(m.key) else None) for m in ordered]
-    summaries = [_rows.dump(i.summary) for i in items]
+    items = [m.folded(codec.load(stored[m.key]) if stored.get(m.key) else None) for m in ordered]
+    summaries = [codec.dump(i.summary) for i in items]
     await conn.execute(q.SAVE_WORK_CLASSES, *keys, summaries, [i.updated_at for i in items])
     return items
