@@ -494,3 +494,30 @@ async def test_a_process_that_closed_its_transport_exits_cleanly() -> None:
     finally:
         await sim.close()
     assert all(code == 0 for code, _ in codes), codes
+
+
+THREADS_SCRIPT = """
+import os
+
+def threads():
+    return len(os.listdir("/proc/self/task"))
+
+before = threads()
+import orchestrator.cli, orchestrator.service, orchestrator.transport
+imported = threads()
+orchestrator.transport.HttpTransport(max_connections=1, max_response_bytes=1024)
+print(before, imported, threads())
+"""
+
+
+async def test_no_client_exists_until_a_transport_is_made() -> None:
+    """A client of the library does not survive a fork: importing the service makes
+    none (and starts none of its threads), so a process forked before it makes its
+    transports is safe; the benchmark and the tests start processes by exec."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", THREADS_SCRIPT, stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    before, imported, made = (int(n) for n in out.split())
+    assert imported == before
+    assert made > imported  # the library's runtime thread starts with the first client
