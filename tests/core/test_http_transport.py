@@ -9,6 +9,7 @@ request arrives, cut a body short, answer without end).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import ssl
 import sys
@@ -42,7 +43,7 @@ class Peer:
     requests: list[bytes] = field(default_factory=list)
     open_now: int = 0
     port: int = 0
-    writers: list[asyncio.StreamWriter] = field(default_factory=list)
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def read_request(self, reader: asyncio.StreamReader) -> bytes | None:
         try:
@@ -60,14 +61,19 @@ class Peer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         self.open_now += 1
-        self.writers.append(writer)
+        task = asyncio.current_task()
+        assert task is not None
+        self.tasks.add(task)
         try:
             await self.handler(self, reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError):
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
             pass
         finally:
             self.open_now -= 1
+            self.tasks.discard(task)
             writer.close()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await writer.wait_closed()
 
 
 def reply(status: int = 200, body: bytes = JOB, extra: str = "") -> bytes:
@@ -84,11 +90,11 @@ async def peer(handler: Handler) -> AsyncIterator[Peer]:
         yield p
     finally:
         server.close()
-        # Connections still open (held on purpose) end with the server.
-        for task in [
-            t for t in asyncio.all_tasks() if t.get_coro().__qualname__.startswith("Peer")
-        ]:
+        # Connections still open (held on purpose) end with the server, and are
+        # closed before the test's loop is.
+        for task in p.tasks:
             task.cancel()
+        await asyncio.gather(*p.tasks, return_exceptions=True)
 
 
 async def keep_alive(p: Peer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

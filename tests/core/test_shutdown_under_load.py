@@ -87,7 +87,9 @@ async def test_sigterm_with_every_slot_held_exits_0_and_frees_the_slots(tmp_path
         async with aiohttp.ClientSession() as session:
             await serve.start(session)
             items = [{"kind": "function_job", "remote_id": f"J-{i}"} for i in range(40)]
-            async with session.post(f"{serve.url}/v1/trackings/batch", json={"items": items}) as resp:
+            async with session.post(
+                f"{serve.url}/v1/trackings/batch", json={"items": items}
+            ) as resp:
                 assert resp.status in (200, 201), await resp.text()
             async with asyncio.timeout(20):
                 while ws.held < IN_FLIGHT:
