@@ -12,20 +12,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections import Counter
+from collections.abc import Mapping
 
 import anyio
 
 from orchestrator.clock import Clock
 from orchestrator.config import Settings
+from orchestrator.engine.book import Book
 from orchestrator.engine.cancel import CancelAnswer, cancel
 from orchestrator.engine.decision import Decision, decide, jittered
 from orchestrator.engine.entry import Entry
-from orchestrator.engine.finishing import FINISH_RETRY_S, Finisher, abandoned_result
+from orchestrator.engine.finishing import Finisher, abandoned_result
 from orchestrator.engine.learner import Learner
 from orchestrator.engine.probes import PollMetrics
-from orchestrator.engine.resume import ResumePending, plan_resume
-from orchestrator.engine.scheduler import WorkspaceScheduler
+from orchestrator.engine.resume import plan_resume
 from orchestrator.engine.writer import EngineWriter
 from orchestrator.events.bus import EventBus
 from orchestrator.events.cloudevents import EventFactory
@@ -62,17 +62,9 @@ class Engine:
         self.events = events
         self.clients = clients
         self.rng = rng or random.Random()
-        self.entries: dict[str, Entry] = {}
         self.writer = EngineWriter(store, bus, settings.store.max_batch)
         self.probes = PollMetrics(metrics)
         metrics.write_backlog.set_function(lambda: self.writer.backlog)
-        self.finisher = Finisher(self.writer, events, self.probes, clock, self)
-        self.schedulers = {
-            name: WorkspaceScheduler(
-                name, client.gate, clock.monotonic, self._poll, self.finisher.expire
-            )
-            for name, client in clients.items()
-        }
         for name, client in clients.items():
             # Read at scrape time: no gauge update on the per-request path.
             self.metrics.in_flight.labels(workspace=name).set_function(client.gate.in_flight)
@@ -82,6 +74,12 @@ class Engine:
                 lambda ws, result: self.probes.admin_request(ws, "function_runs", result)
             )
         self.handlers: dict[str, KindHandler] = handlers(history, settings.polling.filter_skew_s)
+        self.book = Book(
+            clients, self.handlers, clock.monotonic, metrics, self.probes, self._poll, self._expire
+        )
+        self.finisher = Finisher(
+            self.writer, events, self.probes, clock, self.book, lambda: self.stopping
+        )
         self.stoppers = {  # one per workspace: each remembers the stops it saw accepted
             ws: RetryStopper(client, self.probes.admin_requests_of(ws))
             for ws, client in clients.items()
@@ -89,8 +87,12 @@ class Engine:
         self._stop = asyncio.Event()
         self._pollers = anyio.CancelScope()
         self._pollers_done = asyncio.Event()
-        self.pending = ResumePending(metrics)  # resumed trackings not read yet
         self.learner = Learner(settings, metrics, clock)  # adaptive polling
+
+    @property
+    def entries(self) -> Mapping[str, Entry]:
+        """Every tracking this process polls, by id."""
+        return self.book.entries
 
     @property
     def stopping(self) -> bool:
@@ -107,34 +109,14 @@ class Engine:
 
     def add(self, t: Tracking, work_class: str | None = None) -> None:
         """Start polling a new active tracking from intake (``work_class``: its hint)."""
-        made = self._register(t, self._mono_offset())
+        made = self.book.adopt(t, self._mono_offset())
         if made is not None:
-            self.probes.active(t.workspace, t.kind).inc()
             entry, due_floor = made
             planned = self.learner.hint(entry, work_class)
             first_delay = jittered(self.polling.initial_delay_s, self.polling.jitter, self.rng)
             due = self.clock.monotonic() + first_delay if planned is None else planned
-            self._schedule_first(entry, max(due, due_floor))
-            entry.reason = NextPollReason.FIRST_READ if planned is None else NextPollReason.ADAPTIVE
-
-    def _register(self, t: Tracking, to_mono: float) -> tuple[Entry, float] | None:
-        """The tracking's entry (not yet scheduled) and the earliest time to read it.
-
-        ``to_mono`` turns wall-clock times into monotonic ones (monotonic minus
-        wall, taken once per page by the resume). The caller counts the entry
-        in ``trackings_active``: the resume does so once per page.
-        """
-        if t.tracking_id in self.entries or t.state != "active":
-            return None
-        entry = Entry(t, t.deadline_at + to_mono)
-        fingerprint, digest, not_before = self.handlers[t.kind].adopt(t, self.clients[t.workspace])
-        entry.fingerprint, entry.digest = fingerprint, digest
-        self.entries[t.tracking_id] = entry
-        return entry, 0.0 if not_before is None else not_before + to_mono
-
-    def _schedule_first(self, entry: Entry, due: float) -> None:
-        entry.reason = NextPollReason.FIRST_READ
-        self.schedulers[entry.workspace].schedule(entry, min(due, entry.deadline_mono))
+            reason = NextPollReason.FIRST_READ if planned is None else NextPollReason.ADAPTIVE
+            self.book.first_read(entry, max(due, due_floor), reason, resumed_delay=None)
 
     async def resume(self, store: ActiveSource, page_size: int = 500) -> int:
         """Resume every active tracking after a restart; returns how many.
@@ -146,8 +128,9 @@ class Engine:
         """
         rates = {ws: c.cfg.max_requests_per_second for ws, c in self.clients.items()}
         plans = plan_resume(await store.active_counts(), rates, self.polling)
+        pending = self.book.pending
         for ws, counted in plans.items():
-            self.pending.add(ws, counted.count)
+            pending.add(ws, counted.count)
         now = self.clock.monotonic()
         count = 0
         after: str | None = None
@@ -155,7 +138,6 @@ class Engine:
             after = page[-1].tracking_id
             count += len(page)
             to_mono = self._mono_offset()
-            added: Counter[tuple[str, str]] = Counter()
             for t in page:
                 plan = plans.get(t.workspace)
                 if plan is None:
@@ -164,37 +146,29 @@ class Engine:
                         extra={"fields": {"tracking_id": t.tracking_id, "workspace": t.workspace}},
                     )
                     continue
-                made = self._register(t, to_mono)
+                made = self.book.adopt(t, to_mono)
                 if made is None:
                     continue
-                added[t.workspace, t.kind] += 1
                 entry, due_floor = made
-                entry.resumed = True
-                entry.delay = plan.seeded
                 if plan.placed >= plan.count:  # more than counted: spread past the window
-                    self.pending.add(t.workspace, 1)
-                self._schedule_first(entry, max(now + plan.place(self.rng), due_floor))
-            for (ws, kind), n in added.items():
-                self.probes.active(ws, kind).inc(n)
+                    pending.add(t.workspace, 1)
+                due = max(now + plan.place(self.rng), due_floor)
+                self.book.first_read(
+                    entry, due, NextPollReason.FIRST_READ, resumed_delay=plan.seeded
+                )
         for ws, left in plans.items():
             if left.placed < left.count:  # counted, then gone before its page
-                self.pending.add(ws, left.placed - left.count)
+                pending.add(ws, left.placed - left.count)
         return count
-
-    def first_read_done(self, entry: Entry) -> None:
-        """A resumed tracking has had its first read (or ended before it)."""
-        entry.resumed = False
-        self.pending.add(entry.workspace, -1)
 
     # -- polling ------------------------------------------------------------
 
-    async def _poll(self, entry: Entry, gen: int) -> None:
+    async def _poll(self, entry: Entry, ticket: int) -> None:
         self.probes.lateness(entry.workspace).observe(max(0.0, self.clock.monotonic() - entry.due))
-        if entry.resumed:
-            self.first_read_done(entry)
+        self.book.first_read_done(entry)
         handler, client = self.handlers[entry.kind], self.clients[entry.workspace]
         found = await handler.read(entry, client)
-        if gen == entry.gen:  # else abandoned while the read was in flight
+        if self.book.holds(entry, ticket):  # else ended or dropped while the read was in flight
             await self._apply(entry, handler.judge(entry, client, found))
 
     async def _apply(self, entry: Entry, j: Judgement) -> None:
@@ -238,8 +212,7 @@ class Engine:
             await self._finish(entry, j, d, now_w)
             return
         entry.delay = d.delay
-        entry.reason = d.reason
-        self.schedulers[ws].schedule(entry, d.due)
+        self.book.schedule(entry, d.due, d.reason)
         event = None
         if d.status_moved and entry.notify == "all":
             event = self.events.status_changed(
@@ -255,11 +228,11 @@ class Engine:
         assert d.outcome is not None
         result = d.result
         if d.conclude:
-            gen = entry.gen
+            ticket = self.book.ticket(entry)
             client = self.clients[entry.workspace]
             result = await self.handlers[entry.kind].conclude(entry, client, j)
-            if gen != entry.gen:
-                return  # abandoned while the side reads were made
+            if not self.book.holds(entry, ticket):
+                return  # ended or dropped while the side reads were made
         await self.finisher.finish(entry, d.outcome, result, remote=j.remote, polled_at=now_w)
 
     def live(self, t: Tracking) -> Tracking:
@@ -282,25 +255,8 @@ class Engine:
         result = abandoned_result(entry.remote_id, entry.remote_status)
         return await self.finisher.finish(entry, "abandoned", result)
 
-    # -- the finisher's owner ------------------------------------------------
-
-    def release(self, entry: Entry) -> None:
-        if entry.resumed:  # ended (abandoned, expired) before its first read
-            self.first_read_done(entry)
-        self.entries.pop(entry.tracking_id, None)
-
-    def reinstate(self, entry: Entry) -> None:
-        if self.stopping or entry.tracking_id in self.entries:
-            return
-        self.entries[entry.tracking_id] = entry
-        due = self.clock.monotonic() + FINISH_RETRY_S
-        if entry.deadline_mono < due:
-            entry.deadline_mono = due  # a passed deadline ends it on that next read
-        self.schedulers[entry.workspace].schedule(entry, due)
-
-    def ended(self, entry: Entry) -> None:
-        if entry.tracking_id not in self.entries:
-            self.handlers[entry.kind].forget(entry.tracking_id)
+    async def _expire(self, entry: Entry) -> None:
+        await self.finisher.expire(entry)
 
     async def cancel(self, tracking_id: str) -> CancelAnswer | None:
         """A caller's cancel: forwarded only while a fresh read says CanCancel.
@@ -337,10 +293,9 @@ class Engine:
         """Read soon (after a cancel), still within the rate limit."""
         entry = self.entries.get(tracking_id)
         if entry is not None:
-            entry.delay = None
-            entry.reason = NextPollReason.BACKOFF
+            entry.delay = None  # the backoff starts over
             soon = self.clock.monotonic() + min(0.2, self.polling.initial_delay_s)
-            self.schedulers[entry.workspace].schedule(entry, min(soon, entry.deadline_mono))
+            self.book.schedule(entry, soon, NextPollReason.BACKOFF)
 
     # -- running ------------------------------------------------------------
 
@@ -363,7 +318,7 @@ class Engine:
         """Every workspace's pollers, under one cancel scope that ``stop`` may cancel."""
         with self._pollers:
             async with anyio.create_task_group() as tg:
-                for name, scheduler in self.schedulers.items():
+                for name, scheduler in self.book.schedulers.items():
                     for i in range(scheduler.max_in_flight):
                         tg.start_soon(scheduler.worker, name=f"poller:{name}:{i}")
         self._pollers_done.set()
@@ -371,7 +326,7 @@ class Engine:
     async def stop(self, grace_s: float) -> None:
         """Stop dispatching, let in-flight reads finish within the grace, write the rest."""
         self._stop.set()
-        for scheduler in self.schedulers.values():
+        for scheduler in self.book.schedulers.values():
             scheduler.stop()
         with anyio.move_on_after(grace_s):
             await self._pollers_done.wait()

@@ -30,8 +30,8 @@ class Entry:
         "digest",
         "due",
         "fingerprint",
-        "gen",
         "kind",
+        "kind_state",
         "labels",
         "last_error",
         "last_polled_at",
@@ -45,6 +45,7 @@ class Entry:
         "resumed",
         "started",
         "summary",
+        "ticket",
         "tracking_id",
         "work_class",
         "workspace",
@@ -75,7 +76,8 @@ class Entry:
         self.digest: bytes | None = None
         self.delay: float | None = None
         self.due = 0.0
-        self.gen = 0
+        self.ticket = 0  # the book's: which schedule of the entry is current
+        self.kind_state: object = None  # the kind handler's own state (its ``adopt``)
         self.nf_count = 0
         self.nf_first = 0.0
         self.anomaly: dict[str, object] | None = None  # the last one, while failing closed

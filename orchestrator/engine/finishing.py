@@ -17,9 +17,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
 from orchestrator.clock import Clock
+from orchestrator.engine.book import Book
 from orchestrator.engine.decision import deadline_result
 from orchestrator.engine.entry import Entry
 from orchestrator.engine.probes import PollMetrics
@@ -42,19 +44,6 @@ def abandoned_result(remote_id: str, remote_status: str | None) -> dict[str, Any
     return {"remote_id": shown_id(remote_id), "last_remote_status": remote_status}
 
 
-class Owner(Protocol):
-    """Who holds the entries (the engine), told of each step of an ending."""
-
-    def release(self, entry: Entry) -> None:
-        """The entry is ending: off the schedule."""
-
-    def reinstate(self, entry: Entry) -> None:
-        """Its terminal write failed (nothing was committed): read it again later."""
-
-    def ended(self, entry: Entry) -> None:
-        """Its terminal state is stored."""
-
-
 class Finisher:
     def __init__(
         self,
@@ -62,13 +51,15 @@ class Finisher:
         events: EventFactory,
         probes: PollMetrics,
         clock: Clock,
-        owner: Owner,
+        book: Book,
+        stopping: Callable[[], bool],
     ) -> None:
         self._writer = writer
         self._events = events
         self._probes = probes
         self._clock = clock
-        self._owner = owner
+        self._book = book
+        self._stopping = stopping  # once the engine stops, a failed write is left
         self.tasks: set[asyncio.Task[Tracking | None]] = set()
 
     async def expire(self, entry: Entry) -> None:
@@ -86,8 +77,7 @@ class Finisher:
         polled_at: float | None = None,
     ) -> Tracking | None:
         """Write the terminal state and its event; shielded from cancellation."""
-        self._owner.release(entry)
-        entry.gen += 1
+        self._book.finish(entry)
         task = asyncio.ensure_future(self._write(entry, outcome, result, remote, polled_at))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
@@ -142,10 +132,9 @@ class Finisher:
                 "terminal state not stored yet; will read again",
                 extra={"fields": {"tracking_id": entry.tracking_id, "error": str(exc)}},
             )
-            self._owner.reinstate(entry)
+            if not self._stopping():
+                self._book.reinstate(entry, self._clock.monotonic() + FINISH_RETRY_S)
             return None
-        self._owner.ended(entry)
-        self._probes.active(entry.workspace, entry.kind).dec()
         if done and done[0]:
             self._ended(tracking, now_w - entry.created_at)
         return tracking

@@ -202,14 +202,14 @@ class Replica:
         self._renewed_at = sent
         self._next_renew = sent + self._renew_every
         for tracking_id in lost:
-            self._drop(tracking_id)
+            self._engine.book.drop(tracking_id)
         if lost:
             log.warning("leases lost to other replicas", extra={"fields": {"count": len(lost)}})
         self.peers = peers or [self.id]
         share = self._divisor(sent, len(self.peers))
         for gate in self._gates:
             gate.set_share(share)
-            gate.leases_valid_until = sent + self._timeout * VALID_FRACTION
+            gate.hold_leases_until(sent + self._timeout * VALID_FRACTION)
         return True
 
     def _divisor(self, now: float, live: int) -> int:
@@ -294,13 +294,10 @@ class Replica:
         n = excess(sum(counts.values()), len(self.peers), len(engine.entries))
         if n <= 0:
             return
-        waiting = [e for s in engine.schedulers.values() for e in s.waiting()]
-        chosen = sorted(waiting, key=lambda e: e.due, reverse=True)[:n]
+        chosen = engine.book.hand_back(n)  # from now on nothing reads or writes them
         if not chosen:
             return
         now_m = engine.clock.monotonic()
-        for entry in chosen:
-            self._drop(entry.tracking_id)  # from now on nothing reads or writes it
         offset = engine.clock.now() - now_m
         await engine.writer.checkpoint(chosen, lambda mono: mono + offset)
         ids = [e.tracking_id for e in chosen]
@@ -323,24 +320,11 @@ class Replica:
             extra={"fields": {"count": len(ids), "held": len(engine.entries)}},
         )
 
-    def _drop(self, tracking_id: str) -> None:
-        """Forget a tracking another replica may hold now: no write, no remote call.
-        The engine's own steps of an ending (release, ended), as the finisher uses them."""
-        engine = self._engine
-        entry = engine.entries.get(tracking_id)
-        if entry is None:
-            return
-        engine.release(entry)
-        entry.gen += 1  # its schedule entry, and any read in flight, are void
-        engine.ended(entry)
-        engine.probes.active(entry.workspace, entry.kind).dec()
-
     def _drop_all(self) -> None:
+        """Nothing more goes out under the leases, and the engine forgets their work."""
         for gate in self._gates:
-            gate.leases_valid_until = -math.inf
-            gate.lease_epoch += 1
-        for tracking_id in list(self._engine.entries):
-            self._drop(tracking_id)
+            gate.give_leases_up()
+        self._engine.book.drop_all()
 
     def _set_gauges(self) -> None:
         held = Counter(e.workspace for e in self._engine.entries.values())

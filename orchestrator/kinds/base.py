@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 from orchestrator.interpret import Phase
 
@@ -26,6 +26,30 @@ class PollTarget(Protocol):
     def created_at(self) -> float: ...
     @property
     def digest(self) -> bytes | None: ...
+    @property
+    def kind_state(self) -> object:
+        """The handler's own state for this tracking, as ``adopt`` made it: kept on the
+        tracking's entry (so it ends with it), changed in place by the handler."""
+
+
+class Adopted(NamedTuple):
+    """What a handler takes over a tracking (new or resumed) with, from its stored row."""
+
+    fingerprint: str = ""
+    digest: bytes | None = None
+    not_before: float | None = None  # wall: the work will not move before this
+    state: object = None  # the handler's own per-tracking state (``kind_state``)
+
+
+S = TypeVar("S")
+
+
+def owned(target: PollTarget, cls: type[S]) -> S:
+    """The handler's own state of ``target``, of the type its ``adopt`` made."""
+    state = target.kind_state
+    if not isinstance(state, cls):
+        raise TypeError(f"{target.tracking_id}: no {cls.__name__} state (not adopted)")
+    return state
 
 
 class WorkSeen(NamedTuple):
@@ -82,9 +106,8 @@ class Judgement:
 
 
 class KindHandler(Protocol):
-    def adopt(self, t: Tracking, client: WorkspaceClient) -> tuple[str, bytes | None, float | None]:
-        """Take over a tracking (new or resumed): its (fingerprint, digest, not-before
-        wall time) from what the store holds."""
+    def adopt(self, t: Tracking, client: WorkspaceClient) -> Adopted:
+        """Take over a tracking (new or resumed) from what the store holds."""
         ...
 
     def read(self, target: PollTarget, client: WorkspaceClient) -> Awaitable[Any]:
@@ -100,8 +123,4 @@ class KindHandler(Protocol):
         self, target: PollTarget, client: WorkspaceClient, judgement: Judgement
     ) -> dict[str, Any] | None:
         """The terminal result, with whatever side reads it needs (never changes the outcome)."""
-        ...
-
-    def forget(self, tracking_id: str) -> None:
-        """The tracking has ended here: drop whatever the handler holds for it."""
         ...

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from orchestrator.interpret import Phase
-from orchestrator.kinds.base import Judgement, PollTarget
+from orchestrator.kinds.base import Adopted, Judgement, PollTarget
 from orchestrator.platform.found_jobs import (
     TERMINAL_JOB,
     FoundJob,
@@ -54,19 +54,14 @@ class FoundHandler:
     def __init__(self, kind: str, skew_s: float) -> None:
         self.kind = kind
         self._skew_s = skew_s  # polling.filter_skew_s, for a row stored without its since
-        self._states: dict[str, FoundState | None] = {}
 
-    def adopt(self, t: Tracking, client: WorkspaceClient) -> tuple[str, bytes | None, float | None]:
-        self._states[t.tracking_id] = FoundState.from_json(
-            t.remote, t.remote_id, t.created_at - self._skew_s
-        )
-        return "", None, None
-
-    def forget(self, tracking_id: str) -> None:
-        self._states.pop(tracking_id, None)
+    def adopt(self, t: Tracking, client: WorkspaceClient) -> Adopted:
+        # None when the stored filter cannot be read: every read then says so.
+        since = t.created_at - self._skew_s
+        return Adopted(state=FoundState.from_json(t.remote, t.remote_id, since))
 
     async def read(self, target: PollTarget, client: WorkspaceClient) -> _Reads:
-        state = self._states.get(target.tracking_id)
+        state = target.kind_state if isinstance(target.kind_state, FoundState) else None
         reads: list[ReadResult] = []
         if state is None:
             unreadable = _invalid(ReadResult("ok"), "the stored filter cannot be read")

@@ -31,7 +31,7 @@ import orjson
 
 from orchestrator.clock import iso
 from orchestrator.interpret import Phase
-from orchestrator.kinds.base import Judgement, PollTarget, WorkSeen
+from orchestrator.kinds.base import Adopted, Judgement, PollTarget, WorkSeen, owned
 from orchestrator.platform.occurrences import FollowState, Scan, mark, public, scan, settle
 from orchestrator.platform.operations import read_rows
 from orchestrator.platform.wire import as_timestamp, get_ci, text
@@ -135,25 +135,13 @@ def _class_work(found: Scan, schedule: Any) -> list[WorkSeen]:
 
 
 class ScheduleHandler:
-    def __init__(self) -> None:
-        self._followed: dict[str, _Followed] = {}
-
-    def adopt(self, t: Tracking, client: WorkspaceClient) -> tuple[str, bytes | None, float | None]:
+    def adopt(self, t: Tracking, client: WorkspaceClient) -> Adopted:
         remote = t.remote if isinstance(t.remote, Mapping) else {}
-        self._followed[t.tracking_id] = _Followed(
-            FollowState.from_json(remote.get("Follow"), t.created_at), remote.get("Schedule")
-        )
-        return "", None, None
-
-    def forget(self, tracking_id: str) -> None:
-        self._followed.pop(tracking_id, None)
+        follow = FollowState.from_json(remote.get("Follow"), t.created_at)
+        return Adopted(state=_Followed(follow, remote.get("Schedule")))
 
     async def read(self, target: PollTarget, client: WorkspaceClient) -> _Reads:
-        followed = self._followed.get(target.tracking_id)
-        if followed is None:
-            followed = self._followed[target.tracking_id] = _Followed(
-                FollowState(target.created_at)
-            )
+        followed = owned(target, _Followed)
         path = client.cfg.paths.schedule.replace("{id}", target.remote_id)
         sched = await client.call("GET", path)
         reads = [sched]

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.interpret import Phase, interpret
 from orchestrator.interpret.budget import job_budget
-from orchestrator.kinds.base import Judgement, PollTarget
+from orchestrator.kinds.base import Adopted, Judgement, PollTarget
 from orchestrator.workspace.readresult import ReadResult
 
 if TYPE_CHECKING:
@@ -64,16 +64,16 @@ class StatusHandler:
         self.kind = kind
         self._history = history  # function jobs: their runs go into the result
 
-    def adopt(self, t: Tracking, client: WorkspaceClient) -> tuple[str, bytes | None, float | None]:
+    def adopt(self, t: Tracking, client: WorkspaceClient) -> Adopted:
         if t.remote_digest is not None and t.remote_fingerprint is not None:
             # An ordinary in-progress body: its digest and fingerprint stand for it.
             # Keyed by the enums it was judged with, the digest simply fails to
             # match if they have changed since.
-            return t.remote_fingerprint, t.remote_digest, None
+            return Adopted(t.remote_fingerprint, t.remote_digest)
         if t.remote is not None:
             verdict = interpret(self.kind, t.remote, client.enums[self.kind])
-            return verdict.fingerprint, None, verdict.next_run_at
-        return "", None, None
+            return Adopted(verdict.fingerprint, None, verdict.next_run_at)
+        return Adopted()
 
     def read(self, target: PollTarget, client: WorkspaceClient) -> Awaitable[ReadResult]:
         # The client's coroutine itself: no frame of ours between it and the loop.
@@ -94,9 +94,6 @@ class StatusHandler:
         return await self._history.attach(
             client, target.remote_id, judgement.remote, judgement.result
         )
-
-    def forget(self, tracking_id: str) -> None:
-        pass
 
 
 _TERMINAL = (Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED)

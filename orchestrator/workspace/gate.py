@@ -59,6 +59,15 @@ class WorkspaceGate:
         self._bucket.burst = self.burst
         self._slots.total_tokens = max(1, self.max_in_flight // replicas)
 
+    def hold_leases_until(self, until: float) -> None:
+        """A renewal landed: requests may go out until monotonic ``until``."""
+        self.leases_valid_until = until
+
+    def give_leases_up(self) -> None:
+        """Nothing more goes out, and requests waiting for a slot are not sent."""
+        self.leases_valid_until = -math.inf
+        self.lease_epoch += 1
+
     def _leases_lapsed(self, now: float) -> bool:
         return now >= self.leases_valid_until
 

@@ -55,7 +55,7 @@ def test_a_tracking_added_while_a_slow_resume_catches_up_is_read_on_time() -> No
         assert first_read - added_at <= 1.2 + 0.1
         # The backlog was still being read then; then every resumed tracking is read.
         assert len({p for _, _, p in r.transport.log}) < RESUMED
-        while r.engine.pending.left:
+        while r.engine.book.pending.left:
             await asyncio.sleep(0.1)
         await r.close()
 
@@ -71,7 +71,7 @@ def test_every_resumed_tracking_is_read_while_later_reads_are_always_due() -> No
         r = await resumed_rig(initial_delay_s=0.02, max_delay_s=0.02, multiplier=1.0)
         started = r.clock.monotonic()
         async with asyncio.timeout(20):
-            while r.engine.pending.left:
+            while r.engine.book.pending.left:
                 await asyncio.sleep(0.1)
         assert r.clock.monotonic() - started >= RESUMED / 40
         await r.close()

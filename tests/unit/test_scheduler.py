@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from orchestrator.engine.scheduler import WorkspaceScheduler
+from orchestrator.engine.book import WorkspaceScheduler
 from orchestrator.store.base import Tracking
 from orchestrator.workspace.gate import WorkspaceGate
 from orchestrator.workspace.ratelimit import TokenBucket

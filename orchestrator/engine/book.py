@@ -1,0 +1,332 @@
+"""The book of entries: every tracking this process polls, and when each is read.
+
+The ``Book`` is the only code that creates, schedules, voids and removes an
+entry. The engine, the finisher and the replica use its domain operations
+(``adopt``, ``first_read``, ``schedule``, ``finish``, ``reinstate``, ``drop``,
+``hand_back``, ``drop_all``). Each entry carries a ticket that only this module
+reads or moves: scheduling an entry again, or taking it out, moves it, so a slot
+in a heap or a read in flight holding an older ticket is void.
+
+Each workspace has a ``WorkspaceScheduler``: a heap of due times read by a
+bounded pool of pollers. There is no task per tracking: ``max_in_flight``
+worker coroutines each take the earliest due entry, once the workspace's gate
+could let a request out, and read it (the gate itself enforces the limits). A
+worker that finds nothing due parks until a timer or a newly scheduled entry
+wakes it; under load no worker ever parks, so a read costs no hand-over between
+tasks. While a ``Retry-After`` holds the gate, nothing is taken.
+
+A new tracking's first read waits in a heap of its own, taken before the other:
+new work is read on time even while a restart's backlog, or more work than the
+pollers can read, makes every other read late. The other reads are taken in
+the order they fell due, the resumed ones among them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+import math
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING
+
+from orchestrator.engine.entry import Entry
+from orchestrator.engine.resume import ResumePending
+
+if TYPE_CHECKING:
+    from orchestrator.engine.probes import PollMetrics
+    from orchestrator.kinds.base import KindHandler
+    from orchestrator.metrics import Metrics
+    from orchestrator.store.base import Tracking
+    from orchestrator.vocabulary import NextPollReason
+    from orchestrator.workspace.client import WorkspaceClient
+    from orchestrator.workspace.gate import WorkspaceGate
+
+log = logging.getLogger("orchestrator.engine")
+
+# Wake-ups are rounded up to this: a paced workload (a resume spread at the
+# rate limit, many trackings on similar delays) is read in small batches, each
+# costing a turn of the loop and a write to each socket or pipe, rather than
+# one of each per read. Reads are up to this much later than due, never earlier.
+GRANULE_S = 0.005
+
+# A poll is given the entry and its ticket: ``Book.holds`` says whether it still
+# holds the entry once its reads are back.
+Handler = Callable[["Entry", int], Awaitable[None]]
+Expired = Callable[["Entry"], Awaitable[None]]
+
+
+class WorkspaceScheduler:
+    def __init__(
+        self,
+        name: str,
+        gate: WorkspaceGate,
+        monotonic: Callable[[], float],
+        poll: Handler,
+        expire: Expired,
+    ) -> None:
+        self.name = name
+        self._mono = monotonic
+        self._poll = poll
+        self._expire = expire
+        self._heap: list[tuple[float, int, int, Entry]] = []
+        self._fresh: list[tuple[float, int, int, Entry]] = []  # new, never read yet
+        self._seq = itertools.count()
+        self.gate = gate
+        self.max_in_flight = gate.max_in_flight
+        self._idle: deque[asyncio.Future[None]] = deque()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
+        self._stopping = False
+
+    def __len__(self) -> int:
+        return len(self._fresh) + len(self._heap)
+
+    def waiting(self) -> list[Entry]:
+        """The entries waiting for their read: none of them is being read (a taken
+        entry leaves its heap until it is scheduled again)."""
+        return [
+            e
+            for heap in (self._fresh, self._heap)
+            for _, _, ticket, e in heap
+            if ticket == e.ticket
+        ]
+
+    def schedule(self, entry: Entry, due: float) -> None:
+        """(Re)schedule ``entry`` at monotonic ``due``; any earlier schedule is void."""
+        entry.ticket += 1
+        entry.due = due
+        heap = self._fresh if entry.polls == 0 and not entry.resumed else self._heap
+        heapq.heappush(heap, (due, next(self._seq), entry.ticket, entry))
+        if self._idle and heap[0][3] is entry:
+            # A new earliest entry: a parked worker looks again (and re-arms the timer).
+            self._wake_one()
+
+    def stop(self) -> None:
+        self._stopping = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        while self._idle:
+            self._wake_one()
+
+    def _wake_one(self) -> None:
+        while self._idle:
+            waiter = self._idle.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._wake_one()
+
+    def _arm(self, when: float) -> None:
+        """Wake a parked worker at monotonic ``when`` (the earliest such time wins)."""
+        if self._timer is not None:
+            if self._timer_at <= when:
+                return
+            self._timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._timer_at = when
+        # call_at uses the loop's clock; convert from ours by the current offset.
+        # Rounded up to a granule: every entry due within it is read on one
+        # wake-up, in one turn of the loop, rather than one wake-up per entry.
+        at = loop.time() + (when - self._mono())
+        self._timer = loop.call_at(math.ceil(at / GRANULE_S) * GRANULE_S, self._on_timer)
+
+    def _due_heap(self, now: float) -> list[tuple[float, int, int, Entry]] | None:
+        """The heap whose first live entry is due, new work's first; None when neither
+        has one (the timer is then armed for the sooner)."""
+        soonest = math.inf
+        for heap in (self._fresh, self._heap):
+            while heap and heap[0][2] != heap[0][3].ticket:
+                heapq.heappop(heap)
+            if heap:
+                if heap[0][0] <= now:
+                    return heap
+                soonest = min(soonest, heap[0][0])
+        if soonest < math.inf:
+            self._arm(soonest)
+        return None
+
+    def _take(self) -> tuple[Entry, int] | Entry | None:
+        """The next read to make: ``(entry, ticket)``; an entry whose deadline a
+        Retry-After swallowed; or None when nothing may be read now (the timer is
+        then armed for when something may)."""
+        now = self._mono()
+        while (heap := self._due_heap(now)) is not None:
+            _, _, ticket, entry = heap[0]
+            blocked_until = self.gate.blocked_until
+            if blocked_until > now:
+                heapq.heappop(heap)
+                if entry.deadline_mono <= now:
+                    # Retry-After forbids the last read: the deadline still holds.
+                    entry.ticket += 1
+                    return entry
+                self.schedule(entry, min(blocked_until, entry.deadline_mono))
+                continue
+            wait = self.gate.wait_s(now)
+            if wait > 0:
+                self._arm(now + wait)
+                return None
+            heapq.heappop(heap)
+            if self._idle and any(h and h[0][0] <= now for h in (self._fresh, self._heap)):
+                # More is due: parked workers take it while this one reads. Two
+                # each time, so that many due entries fan out over the pollers
+                # in a few turns of the loop, not one turn per entry.
+                self._wake_one()
+                self._wake_one()
+            return entry, ticket
+        return None
+
+    async def worker(self) -> None:
+        loop = asyncio.get_running_loop()
+        while not self._stopping:
+            item = self._take()
+            if item is None:
+                waiter = loop.create_future()
+                self._idle.append(waiter)
+                try:
+                    await waiter
+                finally:
+                    if not waiter.done():
+                        waiter.cancel()
+                continue
+            if not isinstance(item, tuple):
+                await self._expire(item)
+                continue
+            entry, ticket = item
+            try:
+                await self._poll(entry, ticket)
+            except Exception:
+                # One tracking's bad luck must not stop the workspace's pollers;
+                # it is logged with its id and read again later.
+                log.exception(
+                    "poll failed unexpectedly",
+                    extra={"fields": {"tracking_id": entry.tracking_id, "workspace": self.name}},
+                )
+                if ticket == entry.ticket:
+                    self.schedule(entry, self._mono() + 30.0)
+
+
+class Book:
+    """Every entry this process holds, and each workspace's schedule of them."""
+
+    def __init__(
+        self,
+        clients: Mapping[str, WorkspaceClient],
+        handlers: Mapping[str, KindHandler],
+        monotonic: Callable[[], float],
+        metrics: Metrics,
+        probes: PollMetrics,
+        poll: Handler,
+        expire: Expired,
+    ) -> None:
+        self.entries: dict[str, Entry] = {}
+        self._clients, self._handlers, self._mono = clients, handlers, monotonic
+        self._probes = probes  # trackings_active: what the book holds
+        self.schedulers = {
+            name: WorkspaceScheduler(name, client.gate, monotonic, poll, expire)
+            for name, client in clients.items()
+        }
+        self.pending = ResumePending(metrics)  # resumed trackings not read yet
+
+    # -- taking work on ---------------------------------------------------------------
+
+    def adopt(self, t: Tracking, to_mono: float) -> tuple[Entry, float] | None:
+        """A new entry for active tracking ``t`` (new, resumed or claimed), not yet
+        scheduled, and the earliest time (monotonic) to read it; None if held already.
+
+        ``to_mono`` turns wall-clock times into monotonic ones (monotonic minus wall).
+        """
+        if t.tracking_id in self.entries or t.state != "active":
+            return None
+        entry = Entry(t, t.deadline_at + to_mono)
+        adopted = self._handlers[t.kind].adopt(t, self._clients[t.workspace])
+        entry.fingerprint, entry.digest = adopted.fingerprint, adopted.digest
+        entry.kind_state = adopted.state
+        self._add(entry)
+        not_before = adopted.not_before
+        return entry, 0.0 if not_before is None else not_before + to_mono
+
+    def first_read(
+        self, entry: Entry, due: float, reason: NextPollReason, *, resumed_delay: float | None
+    ) -> None:
+        """Schedule an adopted entry's first read (``resumed_delay``: the delay a resumed
+        one's backoff goes on from; None for new work)."""
+        if resumed_delay is not None:
+            entry.resumed, entry.delay = True, resumed_delay
+        self.schedule(entry, due, reason)
+
+    def first_read_done(self, entry: Entry) -> None:
+        """A poll of it begins: a resumed entry is no longer waiting for its first read."""
+        if entry.resumed:
+            entry.resumed = False
+            self.pending.add(entry.workspace, -1)
+
+    # -- scheduling -------------------------------------------------------------------
+
+    def schedule(self, entry: Entry, due: float, reason: NextPollReason) -> None:
+        """Read ``entry`` next at monotonic ``due`` (never past its deadline), for ``reason``."""
+        entry.reason = reason
+        self.schedulers[entry.workspace].schedule(entry, min(due, entry.deadline_mono))
+
+    def holds(self, entry: Entry, ticket: int) -> bool:
+        """Whether a poll given ``ticket`` still holds ``entry`` (not ended, dropped or
+        scheduled again while its reads were in flight)."""
+        return ticket == entry.ticket
+
+    def ticket(self, entry: Entry) -> int:
+        return entry.ticket
+
+    def waiting(self) -> list[Entry]:
+        return [e for s in self.schedulers.values() for e in s.waiting()]
+
+    # -- letting go -------------------------------------------------------------------
+
+    def finish(self, entry: Entry) -> None:
+        """It is ending: out of the book, its schedule and any read in flight void."""
+        self._remove(entry)
+
+    def reinstate(self, entry: Entry, due: float) -> None:
+        """Its terminal write failed (nothing was committed): read it again at ``due``;
+        a passed deadline ends it on that read."""
+        if entry.tracking_id in self.entries:
+            return
+        self._add(entry)
+        entry.deadline_mono = max(entry.deadline_mono, due)
+        self.schedule(entry, due, entry.reason)
+
+    def drop(self, tracking_id: str) -> Entry | None:
+        """Forget a tracking another replica may hold now: no write, no remote call."""
+        entry = self.entries.get(tracking_id)
+        if entry is not None:
+            self._remove(entry)
+        return entry
+
+    def hand_back(self, n: int) -> list[Entry]:
+        """Drop up to ``n`` entries, those due last and none mid-read, and return them."""
+        chosen = sorted(self.waiting(), key=lambda e: e.due, reverse=True)[:n]
+        for entry in chosen:
+            self._remove(entry)
+        return chosen
+
+    def drop_all(self) -> list[Entry]:
+        dropped = list(self.entries.values())
+        for entry in dropped:
+            self._remove(entry)
+        return dropped
+
+    def _add(self, entry: Entry) -> None:
+        self.entries[entry.tracking_id] = entry
+        self._probes.active(entry.workspace, entry.kind).inc()
+
+    def _remove(self, entry: Entry) -> None:
+        if self.entries.pop(entry.tracking_id, None) is None:
+            return
+        self._probes.active(entry.workspace, entry.kind).dec()
+        self.first_read_done(entry)  # ended (abandoned, expired) before its first read
+        entry.ticket += 1
