@@ -236,15 +236,18 @@ class Book:
 
     # -- taking work on ---------------------------------------------------------------
 
-    def adopt(self, t: Tracking, to_mono: float) -> tuple[Entry, float] | None:
+    def adopt(
+        self, t: Tracking, to_mono: float, work_class: str | None = None
+    ) -> tuple[Entry, float] | None:
         """A new entry for active tracking ``t`` (new, resumed or claimed), not yet
         scheduled, and the earliest time (monotonic) to read it; None if held already.
 
-        ``to_mono`` turns wall-clock times into monotonic ones (monotonic minus wall).
+        ``to_mono`` turns wall-clock times into monotonic ones (monotonic minus wall);
+        ``work_class`` is the intake's hint of the work's class.
         """
         if t.tracking_id in self.entries or t.state != "active":
             return None
-        entry = Entry(t, t.deadline_at + to_mono)
+        entry = Entry(t, t.deadline_at + to_mono, work_class)
         adopted = self._handlers[t.kind].adopt(t, self._clients[t.workspace])
         entry.fingerprint, entry.digest = adopted.fingerprint, adopted.digest
         entry.kind_state = adopted.state

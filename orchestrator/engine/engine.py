@@ -109,10 +109,10 @@ class Engine:
 
     def add(self, t: Tracking, work_class: str | None = None) -> None:
         """Start polling a new active tracking from intake (``work_class``: its hint)."""
-        made = self.book.adopt(t, self._mono_offset())
+        made = self.book.adopt(t, self._mono_offset(), work_class)
         if made is not None:
             entry, due_floor = made
-            planned = self.learner.hint(entry, work_class)
+            planned = None if work_class is None else self.learner.hint(entry)
             first_delay = jittered(self.polling.initial_delay_s, self.polling.jitter, self.rng)
             due = self.clock.monotonic() + first_delay if planned is None else planned
             reason = NextPollReason.FIRST_READ if planned is None else NextPollReason.ADAPTIVE
@@ -179,8 +179,8 @@ class Engine:
         for label, duration in j.reads:
             probes.polled(ws, kind, label, duration)
         probes.set_up(ws, j.answered)
-        planned = self.learner.observe(entry, j, self.clients[ws].enums.get(kind), now_w, now_m)
-        d = decide(entry, j, now_w, now_m, self.polling, self.rng.random(), planned)
+        learned = self.learner.observe(entry, j, self.clients[ws].enums.get(kind), now_w, now_m)
+        d = decide(entry, j, now_w, now_m, self.polling, self.rng.random(), learned.due)
         if j.anomaly is not None:
             probes.anomaly(ws, kind, j.anomaly)
             if d.changed:  # logged once per anomalous body, not once per read of it
@@ -195,6 +195,7 @@ class Engine:
                 )  # fmt: skip
         entry.polls += 1
         entry.last_polled_at = now_w
+        entry.work_class, entry.started = learned.work_class, learned.started
         previous_error = entry.last_error
         entry.fingerprint, entry.digest = d.fingerprint, d.digest
         entry.remote_status, entry.last_error = d.remote_status, d.last_error

@@ -51,7 +51,7 @@ class Entry:
         "workspace",
     )
 
-    def __init__(self, t: Tracking, deadline_mono: float) -> None:
+    def __init__(self, t: Tracking, deadline_mono: float, work_class: str | None = None) -> None:
         self.tracking_id = t.tracking_id
         # Every row read back from the store brings its own copy of these few
         # strings; interning keeps one per value: 190 bytes less per resumed entry.
@@ -89,7 +89,8 @@ class Entry:
         # Adaptive polling: the work's class (function key, build kind) once known, and
         # when the work began (its own CreatedAt once read, else our intake); stored with
         # every poll result, so that a resumed tracking is planned as before.
-        self.work_class = None if t.work_class is None else sys.intern(t.work_class)
+        work_class = work_class or t.work_class
+        self.work_class = None if work_class is None else sys.intern(work_class)
         self.started = t.created_at if t.work_started_at is None else t.work_started_at
 
     def to_tracking(

@@ -20,7 +20,7 @@ import logging
 import sys
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -90,6 +90,15 @@ class DurationCollector(Collector):
         yield samples
 
 
+class Learned(NamedTuple):
+    """What one read taught about a tracking's work: its class and when it began
+    (for the entry), and the planner's next read (monotonic; None: the backoff)."""
+
+    work_class: str | None
+    started: float
+    due: float | None
+
+
 class Learner:
     def __init__(self, settings: Settings, metrics: Metrics, clock: Clock) -> None:
         self._polling = settings.polling
@@ -107,50 +116,53 @@ class Learner:
 
     # -- the engine's side ----------------------------------------------------------------
 
-    def hint(self, entry: Entry, work_class: str | None) -> float | None:
+    def hint(self, entry: Entry) -> float | None:
         """A new tracking whose class the intake named: when to read it first (monotonic;
         None: the usual first read)."""
-        if work_class is None:
-            return None
-        entry.work_class = sys.intern(work_class)
         now_m = self._clock.monotonic()
-        due = self._due(entry, self._clock.now(), now_m)
+        due = self._due(
+            entry.workspace, entry.kind, entry.work_class, entry.started, self._clock.now(), now_m
+        )
         return None if due is None else min(due, now_m + self._polling.max_delay_s)
 
     def observe(
         self, entry: Entry, j: Judgement, enums: EnumMap | None, now_w: float, now_m: float
-    ) -> float | None:
+    ) -> Learned:
         """What a read showed: the class and times of the work, its duration once it has
-        ended; returns the planner's next read (monotonic), or None for the backoff.
+        ended (learned here), and the planner's next read; the entry is left as it is.
         ``enums`` is None for a kind with no status route (a schedule): it learns from
         and plans by the work it saw beside (``class_work``), if any."""
+        work_class, started = entry.work_class, entry.started
         if j.class_work:
-            return self._beside(entry.workspace, j.class_work, now_w, now_m)
+            return Learned(
+                work_class, started, self._beside(entry.workspace, j.class_work, now_w, now_m)
+            )
         if enums is None:
-            return None
+            return Learned(work_class, started, None)
         if j.remote is not None and j.phase is not None:
             s = seen(entry.kind, j.remote, enums)
-            if s.work_class is not None and s.work_class != entry.work_class:
-                if entry.work_class is not None:
+            if s.work_class is not None and s.work_class != work_class:
+                if work_class is not None:
                     log.warning(
                         "the work's own class differs from the intake's; the work's wins",
                         extra={"fields": {
                             "tracking_id": entry.tracking_id, "kind": entry.kind,
-                            "given": entry.work_class, "seen": s.work_class,
+                            "given": work_class, "seen": s.work_class,
                         }},
                     )  # fmt: skip
-                entry.work_class = sys.intern(s.work_class)  # 64 bytes less per entry
+                work_class = sys.intern(s.work_class)  # 64 bytes less per entry
             if s.created_at is not None:
                 # Never later than we were told of it: a remote clock ahead of ours
                 # would otherwise make every read late.
-                entry.started = min(s.created_at, entry.created_at)
+                started = min(s.created_at, entry.created_at)
             if j.phase in TERMINAL_PHASES:
                 ended = s.ended_at if s.ended_at is not None else now_w
-                self.learn(entry.workspace, entry.kind, entry.work_class, ended - entry.started)
-                return None
+                self.learn(entry.workspace, entry.kind, work_class, ended - started)
+                return Learned(work_class, started, None)
         if j.label != "ok":
-            return None
-        return self._due(entry, now_w, now_m)
+            return Learned(work_class, started, None)
+        due = self._due(entry.workspace, entry.kind, work_class, started, now_w, now_m)
+        return Learned(work_class, started, due)
 
     def _beside(
         self, workspace: str, work: Sequence[WorkSeen], now_w: float, now_m: float
@@ -170,12 +182,18 @@ class Learner:
                 due = at
         return due
 
-    def _due(self, entry: Entry, now_w: float, now_m: float) -> float | None:
-        if entry.work_class is None:
+    def _due(
+        self,
+        workspace: str,
+        kind: str,
+        work_class: str | None,
+        started: float,
+        now_w: float,
+        now_m: float,
+    ) -> float | None:
+        if work_class is None:
             return None
-        return self._plan(
-            (entry.workspace, entry.kind, entry.work_class), entry.started, now_w, now_m
-        )
+        return self._plan((workspace, kind, work_class), started, now_w, now_m)
 
     def _plan(self, key: Key, started: float, now_w: float, now_m: float) -> float | None:
         """The planner's next read (monotonic) of work of class ``key`` begun at ``started``

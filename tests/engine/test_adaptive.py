@@ -80,7 +80,7 @@ def pending() -> Judgement:
 
 def planned_age(lr: Learner, clock: FakeClock, e: Entry) -> float | None:
     """The age of the work at the read the planner would make next (None: backoff)."""
-    due = lr.observe(e, pending(), ENUMS, clock.now(), clock.monotonic())
+    due = lr.observe(e, pending(), ENUMS, clock.now(), clock.monotonic()).due
     return None if due is None else due - clock.monotonic() + (clock.now() - e.started)
 
 
@@ -229,8 +229,8 @@ def test_the_job_s_own_class_wins_over_the_hint(caplog: pytest.LogCaptureFixture
     shown = {"JobId": "J-1", "Status": "Leased", "FunctionKey": "fn.own"}
     j = Judgement("ok", (), answered=True, phase=Phase.PENDING, remote=shown)
     with caplog.at_level(logging.WARNING, logger="orchestrator.engine"):
-        lr.observe(e, j, ENUMS, clock.now(), clock.monotonic())
-    assert e.work_class == "fn.own"
+        learned = lr.observe(e, j, ENUMS, clock.now(), clock.monotonic())
+    assert learned.work_class == "fn.own"
     assert "differs from the intake" in caplog.text
 
 
