@@ -167,9 +167,9 @@ class Engine:
         self.probes.lateness(entry.workspace).observe(max(0.0, self.clock.monotonic() - entry.due))
         self.book.first_read_done(entry)
         handler, client = self.handlers[entry.kind], self.clients[entry.workspace]
-        found = await handler.read(entry, client)
+        judgement = await handler.poll(entry, client)
         if self.book.holds(entry, ticket):  # else ended or dropped while the read was in flight
-            await self._apply(entry, handler.judge(entry, client, found))
+            await self._apply(entry, judgement)
 
     async def _apply(self, entry: Entry, j: Judgement) -> None:
         """The one place a poll's decision takes effect: metrics, state, events, schedule."""

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
 from orchestrator.interpret import Phase
 
@@ -42,6 +42,7 @@ class Adopted(NamedTuple):
 
 
 S = TypeVar("S")
+JsonObject = dict[str, object]  # a JSON object as parsed: what results and errors are
 
 
 def owned(target: PollTarget, cls: type[S]) -> S:
@@ -76,22 +77,22 @@ class Judgement:
     reads: Sequence[tuple[str, float]]
     answered: bool = False  # the workspace itself answered (it is up)
     retry_after: float | None = None  # the longest Retry-After any read carried
-    error: dict[str, Any] | None = None
+    error: JsonObject | None = None
     unchanged: bool = False  # the same ordinary in-progress state as last time
     phase: Phase | None = None
     fingerprint: str = ""
     digest: bytes | None = None  # kept only for an ordinary in-progress body
     remote_status: str | None = None
-    remote: Any = None  # what the tracking stores as ``remote`` when it changed
-    result: dict[str, Any] | None = None  # on a terminal phase
+    remote: object = None  # what the tracking stores as ``remote`` when it changed
+    result: JsonObject | None = None  # on a terminal phase
     anomaly: str | None = None
-    anomaly_details: Mapping[str, Any] | None = None
+    anomaly_details: Mapping[str, object] | None = None
     next_run_at: float | None = None  # wall: the work will not move before this
     read_by: float | None = None  # wall: something is due then; read just after
     # (remote snapshot recording it as reported, occurrence) for each newly
     # finished occurrence, oldest first
-    occurrences: Sequence[tuple[Any, dict[str, Any]]] = ()
-    summary: Mapping[str, Any] | None = None  # added to not_found/deadline results
+    occurrences: Sequence[tuple[object, JsonObject]] = ()
+    summary: Mapping[str, object] | None = None  # added to not_found/deadline results
     not_found_reason: str | None = None
     # A function job's whole budget as its body shows it (TimeoutSeconds x attempts plus
     # retry delays): what a tracking without the caller's deadline derives its own from.
@@ -110,17 +111,13 @@ class KindHandler(Protocol):
         """Take over a tracking (new or resumed) from what the store holds."""
         ...
 
-    def read(self, target: PollTarget, client: WorkspaceClient) -> Awaitable[Any]:
-        """What to read: the requests one poll makes (never raising for the
-        workspace's answers), as an awaitable of whatever ``judge`` takes."""
-        ...
-
-    def judge(self, target: PollTarget, client: WorkspaceClient, found: Any) -> Judgement:
-        """How to judge what ``read`` found."""
+    async def poll(self, target: PollTarget, client: WorkspaceClient) -> Judgement:
+        """One poll: the requests it makes (never raising for the workspace's answers),
+        and what they show, judged by the kind; nothing decided yet."""
         ...
 
     async def conclude(
         self, target: PollTarget, client: WorkspaceClient, judgement: Judgement
-    ) -> dict[str, Any] | None:
+    ) -> JsonObject | None:
         """The terminal result, with whatever side reads it needs (never changes the outcome)."""
         ...

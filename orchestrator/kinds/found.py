@@ -60,7 +60,10 @@ class FoundHandler:
         since = t.created_at - self._skew_s
         return Adopted(state=FoundState.from_json(t.remote, t.remote_id, since))
 
-    async def read(self, target: PollTarget, client: WorkspaceClient) -> _Reads:
+    async def poll(self, target: PollTarget, client: WorkspaceClient) -> Judgement:
+        return self._judge(client, await self._read(target, client))
+
+    async def _read(self, target: PollTarget, client: WorkspaceClient) -> _Reads:
         state = target.kind_state if isinstance(target.kind_state, FoundState) else None
         reads: list[ReadResult] = []
         if state is None:
@@ -123,7 +126,7 @@ class FoundHandler:
         job.runs = [dict(r) for r in rows if text(r, "JobId") == job.job_id]
         return None
 
-    def judge(self, target: PollTarget, client: WorkspaceClient, found: _Reads) -> Judgement:
+    def _judge(self, client: WorkspaceClient, found: _Reads) -> Judgement:
         state, reads, trouble = found.state, found.reads, found.trouble
         retry_after = max((r.retry_after for r in reads if r.retry_after), default=None)
         j = Judgement(

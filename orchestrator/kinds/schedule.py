@@ -140,7 +140,10 @@ class ScheduleHandler:
         follow = FollowState.from_json(remote.get("Follow"), t.created_at)
         return Adopted(state=_Followed(follow, remote.get("Schedule")))
 
-    async def read(self, target: PollTarget, client: WorkspaceClient) -> _Reads:
+    async def poll(self, target: PollTarget, client: WorkspaceClient) -> Judgement:
+        return self._judge(target, *await self._read(target, client))
+
+    async def _read(self, target: PollTarget, client: WorkspaceClient) -> _Reads:
         followed = owned(target, _Followed)
         path = client.cfg.paths.schedule.replace("{id}", target.remote_id)
         sched = await client.call("GET", path)
@@ -162,9 +165,6 @@ class ScheduleHandler:
                 target, client, followed, reads, awaiting
             )
         return _Reads(followed, sched, found, trouble, reads, stopped, awaiting)
-
-    def judge(self, target: PollTarget, client: WorkspaceClient, found: _Reads) -> Judgement:
-        return self._judge(target, *found)
 
     async def _read_occurrences(
         self,

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.interpret import Phase, interpret
 from orchestrator.interpret.budget import job_budget
-from orchestrator.kinds.base import Adopted, Judgement, PollTarget
+from orchestrator.kinds.base import Adopted, JsonObject, Judgement, PollTarget
 from orchestrator.workspace.readresult import ReadResult
 
 if TYPE_CHECKING:
@@ -31,7 +30,10 @@ def judge(kind: str, r: ReadResult, enums: EnumMap) -> Judgement:
         )
     verdict = interpret(kind, r.body, enums)
     if verdict.phase is Phase.INVALID:
-        error = {"kind": "invalid_response", "message": f"not a status body ({verdict.anomaly})"}
+        error: JsonObject = {
+            "kind": "invalid_response",
+            "message": f"not a status body ({verdict.anomaly})",
+        }
         return Judgement(
             "invalid_response",
             (("invalid_response", r.duration),),
@@ -75,11 +77,8 @@ class StatusHandler:
             return Adopted(verdict.fingerprint, None, verdict.next_run_at)
         return Adopted()
 
-    def read(self, target: PollTarget, client: WorkspaceClient) -> Awaitable[ReadResult]:
-        # The client's coroutine itself: no frame of ours between it and the loop.
-        return client.read(self.kind, target.remote_id, target.digest)
-
-    def judge(self, target: PollTarget, client: WorkspaceClient, found: ReadResult) -> Judgement:
+    async def poll(self, target: PollTarget, client: WorkspaceClient) -> Judgement:
+        found = await client.read(self.kind, target.remote_id, target.digest)
         j = judge(self.kind, found, client.enums[self.kind])
         j.conclude = self._history is not None and j.phase in _TERMINAL
         if self.kind == "function_job" and j.phase is not None and not j.unchanged:
