@@ -32,6 +32,8 @@ from pydantic_settings import (
 from orchestrator.errors import ConfigError
 
 DEFAULT_CONFIG_PATH = Path("config/orchestrator.toml")
+# polling.stall_lag_s when unset: a sixth of store.lease_timeout_s, at most this.
+STALL_LAG_MAX_S = 5.0
 
 
 class _Section(BaseModel):
@@ -120,7 +122,8 @@ class PollingConfig(_Section):
     adaptive: AdaptiveConfig = Field(default_factory=AdaptiveConfig)
     # Event-loop lag above this stops lease renewals and gives the leases up
     # (several replicas): a stalled loop must not keep work it cannot poll.
-    stall_lag_s: float = Field(default=5, gt=0)
+    # Left unset, it follows store.lease_timeout_s (Settings._stall_lag).
+    stall_lag_s: float = Field(default=STALL_LAG_MAX_S, gt=0)
 
     @model_validator(mode="after")
     def _order(self) -> PollingConfig:
@@ -286,10 +289,22 @@ class Settings(BaseSettings):
         sinks = [s.name for s in self.events.sinks]
         if len(set(sinks)) != len(sinks):
             raise ValueError("events.sinks: names must be unique")
-        if self.store.url and self.polling.stall_lag_s >= self.store.lease_timeout_s / 3:
+        return self
+
+    @model_validator(mode="after")
+    def _stall_lag(self) -> Settings:
+        lease = self.store.lease_timeout_s
+        if "stall_lag_s" not in self.polling.model_fields_set:
+            # Unset, it follows the lease, so that setting only lease_timeout_s is
+            # enough; a sixth keeps it well under the renewal period (a third).
+            derived = min(STALL_LAG_MAX_S, lease / 6)
+            self.polling = self.polling.model_copy(update={"stall_lag_s": derived})
+        elif self.store.url and self.polling.stall_lag_s >= lease / 3:
             # Renewals run every third of the timeout: a lag that long loses leases
             # before the stall is even noticed.
-            raise ValueError("polling.stall_lag_s: must be under store.lease_timeout_s / 3")
+            raise ValueError(
+                f"polling.stall_lag_s: must be under store.lease_timeout_s / 3 ({lease / 3:.3g} s)"
+            )
         return self
 
     @classmethod
@@ -349,6 +364,9 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
         settings = Settings(**overrides)
     except ValidationError as exc:
         err = exc.errors()[0]
+        if not err["loc"] and err["msg"].startswith("Value error, "):
+            # A check across sections: its message already begins with the key.
+            raise ConfigError(err["msg"].removeprefix("Value error, ")) from None
         key = ".".join(str(p) for p in err["loc"]) or "config"
         raise ConfigError(f"{key}: {err['msg']}") from None
     except (ValueError, OSError) as exc:

@@ -38,7 +38,7 @@ NOTES = {
     "store.lease_timeout_s": "a replica's work goes to others this long after its last renewal",
     "store.claim_batch": "most trackings claimed in one statement",
     "server.replica_id": "default: host name and pid",
-    "polling.stall_lag_s": "loop lag above this stops lease renewals",
+    "polling.stall_lag_s": "loop lag that gives leases up; unset: lease_timeout_s / 6, at most 5",
     "polling.run_history": "a finished job with retries lists its runs",
     "polling.deadline_margin_s": "added to a function job's deadline derived from the job",
     "workspaces.job_timeout_default_s": "the runtime Job timeout a null TimeoutSeconds means",
@@ -65,6 +65,9 @@ _EXAMPLES = {
     "store.url": "postgresql://orch@127.0.0.1:5432/orch",
     "server.replica_id": "orchestrator-1",
 }
+# Keys whose default follows another key's value: commented out, so that a copy of
+# this file still lets them follow it.
+_DERIVED = {"polling.stall_lag_s"}
 _TABLE_LISTS = {"sinks"}  # lists of tables, written as [[...]] of their own
 _SINK_EXAMPLE = SinkConfig(
     name="default", url="http://127.0.0.1:9000/hooks", secret_env="ORCH_SINK_SECRET"
@@ -98,7 +101,8 @@ def _table(name: str, model: BaseModel, note_prefix: str, out: list[str], mark: 
         if (value is None and example is None) or key in _TABLE_LISTS:
             continue
         shown = example if value is None else value
-        line = f"{mark or '# ' if value is None else mark}{key} = {_value(shown)}"
+        commented = value is None or f"{prefix}.{key}" in _DERIVED
+        line = f"{mark or '# ' if commented else mark}{key} = {_value(shown)}"
         note = NOTES.get(f"{prefix}.{key}")
         padded = line.ljust(40) if len(line) < 40 else line + " "
         out.append(f"{padded}# {note}" if note else line)

@@ -57,6 +57,38 @@ def test_bad_configuration_names_the_key(tmp_path: Path, text: str, key: str) ->
         load_settings(cfg)
 
 
+PG_URL = "postgresql://orch@127.0.0.1:5432/orch"
+
+
+def test_a_shorter_lease_alone_is_accepted_and_the_stall_lag_follows_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Setting only store.lease_timeout_s once failed on polling.stall_lag_s, a key
+    # the operator never set (issue #36).
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[store]\nurl = "{PG_URL}"\nlease_timeout_s = 10\n')
+    s = load_settings(cfg)
+    assert 0 < s.polling.stall_lag_s < s.store.lease_timeout_s / 3
+    monkeypatch.setenv("ORCH_STORE__LEASE_TIMEOUT_S", "2")
+    s = load_settings(cfg)
+    assert s.store.lease_timeout_s == 2 and 0 < s.polling.stall_lag_s < 2 / 3
+    monkeypatch.delenv("ORCH_STORE__LEASE_TIMEOUT_S")
+    # The default lease (30 s) keeps the 5 s it always had.
+    assert load_settings(None).polling.stall_lag_s == 5
+    assert load_settings(None, store={"url": PG_URL}).polling.stall_lag_s == 5
+
+
+def test_a_stall_lag_set_too_long_for_the_lease_is_refused_naming_it(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[store]\nurl = "{PG_URL}"\nlease_timeout_s = 10\n[polling]\nstall_lag_s = 4\n')
+    proc = _cli("serve", "--config", str(cfg))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert "polling.stall_lag_s: must be under store.lease_timeout_s / 3" in line
+    cfg.write_text(f'[store]\nurl = "{PG_URL}"\nlease_timeout_s = 10\n[polling]\nstall_lag_s = 3\n')
+    assert load_settings(cfg).polling.stall_lag_s == 3
+
+
 def test_serve_with_bad_config_prints_one_line_and_exits_2(tmp_path: Path) -> None:
     cfg = tmp_path / "bad.toml"
     cfg.write_text("[polling]\njitter = 5\n")

@@ -1,4 +1,5 @@
-"""The ``sh`` and ``python`` examples of docs/*.md, run as written.
+"""The ``sh`` and ``python`` examples of docs/*.md, run as written; and the
+configuration page against the settings model.
 
 Per page, the shell blocks run in order in one bash (as a reader types them in
 one terminal) and the Python blocks in order in one ``python -m asyncio``-like
@@ -15,10 +16,16 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
 
 import pytest
+from pydantic import BaseModel
 
+from orchestrator.config import Settings, load_settings
 from tests.newcomer.conftest import clean_env, for_ports, serve_with_simulator
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -100,3 +107,136 @@ def test_the_docs_examples_run_as_written(page: str, language: str, tmp_path: Pa
     if (page, language) == ("api.md", "python"):
         assert "422 remote_id" in done.stdout
         assert re.search(r"^\d+ com\.moltaro\.orchestrator\.tracking\.", done.stdout, re.M)
+
+
+CONFIG_PAGE = DOCS / "configuration.md"
+# A table's name where it starts: a heading or a paragraph opening with `[name]`
+# or `[[name]]`; any other heading ends it.
+TABLE_NAME = re.compile(r"^(?:#+ )?`\[\[?([\w.]+)\]\]?`")
+
+
+@dataclass(frozen=True)
+class Key:
+    table: str  # dotted, as in the TOML file: "polling.adaptive", "workspaces.paths"
+    name: str
+    default: Any  # REQUIRED when the key has none
+    env: str | None  # its own variable; None inside a list, set as a whole
+    list_env: str | None  # the list's variable (JSON), for keys inside one
+
+
+REQUIRED = object()
+
+
+def _env_name(path: list[str]) -> str:
+    """What pydantic-settings reads for a key: the prefix, the path joined by the delimiter."""
+    config = Settings.model_config
+    delimiter = config.get("env_nested_delimiter")
+    assert delimiter, "without a delimiter no nested key has a variable of its own"
+    return (str(config.get("env_prefix", "")) + delimiter.join(path)).upper()
+
+
+def _models_in(annotation: Any) -> type[BaseModel] | None:
+    """The model a field holds, itself or as the items of a list."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if get_origin(annotation) is list:
+        return _models_in(get_args(annotation)[0])
+    if get_origin(annotation) in (Union, UnionType):  # a model or None
+        return next(filter(None, map(_models_in, get_args(annotation))), None)
+    return None
+
+
+def settings_keys(
+    model: type[BaseModel] = Settings, path: tuple[str, ...] = (), list_env: str | None = None
+) -> Iterator[Key]:
+    """Every leaf key of the settings model, through nested models and lists of them."""
+    for name, field in model.model_fields.items():
+        here = [*path, name]
+        nested = _models_in(field.annotation)
+        if nested is not None:
+            in_list = get_origin(field.annotation) is list
+            inner_env = _env_name(here) if in_list and list_env is None else list_env
+            yield from settings_keys(nested, tuple(here), inner_env)
+            continue
+        default = REQUIRED if field.is_required() else field.get_default(call_default_factory=True)
+        yield Key(".".join(path), name, default, None if list_env else _env_name(here), list_env)
+
+
+def config_page_tables() -> dict[str, tuple[str, dict[str, tuple[str, str]]]]:
+    """Per table: (its whole text, {key: (default cell, env cell)})."""
+    lines: dict[str, list[str]] = {}
+    current: str | None = None
+    for line in CONFIG_PAGE.read_text().splitlines():
+        named = TABLE_NAME.match(line)
+        if named:
+            current = named.group(1)
+        elif line.startswith("#"):
+            current = None
+        if current is not None:
+            lines.setdefault(current, []).append(line)
+    tables = {}
+    for table, text in lines.items():
+        rows = [
+            [c.strip() for c in ln.strip().strip("|").split("|")]
+            for ln in text
+            if ln.startswith("|")
+        ]
+        header, keys = (rows[0], rows[2:]) if rows else ([], [])
+        default_col = header.index("default") if "default" in header else None
+        env_col = next((i for i, h in enumerate(header) if h.startswith("env")), None)
+        cells = {
+            row[0].strip("`"): (
+                row[default_col] if default_col is not None else "",
+                row[env_col] if env_col is not None else "",
+            )
+            for row in keys
+        }
+        tables[table] = ("\n".join(text), cells)
+    return tables
+
+
+def _shows_default(cell: str, default: Any) -> bool:
+    """The default cell names the model's default: its first `code` is the value."""
+    if default is REQUIRED:
+        return cell == "(required)"
+    if default is None:
+        return cell.lower().startswith("none")
+    code = re.search(r"`([^`]*)`", cell)
+    token = code.group(1) if code else cell
+    try:
+        shown = json.loads(token)
+    except ValueError:
+        shown = token  # a bare string, as the routes are shown
+    return isinstance(shown, bool) is isinstance(default, bool) and shown == default
+
+
+def test_the_configuration_page_documents_every_key_with_its_default_and_variable() -> None:
+    tables = config_page_tables()
+    problems = []
+    for key in settings_keys():
+        text, cells = tables.get(key.table, ("", {}))
+        where = f"{key.table}.{key.name}"
+        if key.name not in cells:
+            problems.append(f"{where}: not in the [{key.table}] table")
+            continue
+        default_cell, env_cell = cells[key.name]
+        if not _shows_default(default_cell, key.default):
+            problems.append(f"{where}: default shown {default_cell!r}, the model's {key.default!r}")
+        if key.env and f"`{key.env}`" not in env_cell:
+            problems.append(f"{where}: variable {key.env} not shown (env cell {env_cell!r})")
+        if key.list_env and f"`{key.list_env}`" not in text:
+            problems.append(f"[{key.table}]: the list's variable {key.list_env} not named")
+    assert not problems, "docs/configuration.md:\n" + "\n".join(dict.fromkeys(problems))
+
+
+def test_the_variable_names_the_configuration_page_is_checked_against_are_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The names above come from the model's settings config: two are read as named.
+    names = {f"{k.table}.{k.name}": k.env for k in settings_keys()}
+    assert names["store.claim_batch"] == "ORCH_STORE__CLAIM_BATCH"
+    monkeypatch.setenv(str(names["polling.adaptive.min_samples"]), "7")
+    monkeypatch.setenv(str(names["server.replica_id"]), "r-1")
+    s = load_settings(None)
+    assert s.polling.adaptive.min_samples == 7 and s.server.replica_id == "r-1"
+    assert names["workspaces.paths.function_job"] is None

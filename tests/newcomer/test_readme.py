@@ -8,10 +8,13 @@ ports change: the service and the simulator listen on free ones here, and
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 from tests.newcomer.conftest import clean_env, for_ports, serve_with_simulator
 
@@ -33,8 +36,26 @@ def test_the_readme_blocks_are_found_and_the_set_up_ones_are_marked() -> None:
     assert len(set_up) == 2 and all(not runs for runs, _, c in found if "pip install" in c)
 
 
-def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
+def promised_outcomes() -> set[str]:
+    """The outcomes README.md tells a reader to expect of the tour's jobs."""
+    return set(re.findall(r'`"outcome":"(\w+)"`', README.read_text()))
+
+
+def run_tour(tmp_path: Path, profile: dict[str, Any] | None = None) -> tuple[str, str, str]:
+    """The tour's three runnable blocks against a live service: (curl, CLI, Python) output.
+
+    ``profile``: a job behaviour put on the simulator first (its control API), else
+    the embedded defaults throughout."""
     with serve_with_simulator(tmp_path) as (port, sim_port):
+        if profile is not None:
+            put = urllib.request.Request(
+                f"http://127.0.0.1:{sim_port}/_sim/profile",
+                data=json.dumps({"job": profile}).encode(),
+                headers={"Content-Type": "application/json"},
+                method="PUT",
+            )
+            with urllib.request.urlopen(put, timeout=10) as resp:
+                assert resp.status == 200
         outputs = []
         for runs, language, code in blocks():
             if not runs:
@@ -50,7 +71,51 @@ def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
             assert done.returncode == 0, (code, done.stdout, done.stderr)
             outputs.append(done.stdout)
     tour, cli, python = outputs
-    assert '"outcome":"succeeded"' in tour and '"type":"com.moltaro' in tour
-    assert "orchestrator_trackings_terminal_total{" in tour and " 0.0\n" not in tour
-    assert "ended as succeeded" in cli and "Active trackings" in cli
-    assert python.startswith("succeeded ")
+    return tour, cli, python
+
+
+def check_as_promised(tour: str, cli: str, python: str) -> set[str]:
+    """Each block's output has the shape README.md gives for the outcome it shows;
+    answers the outcomes seen."""
+    promised = promised_outcomes()
+    [outcome] = set(re.findall(r'"outcome":"(\w+)"', tour))  # the tracking and its event
+    assert outcome in promised, (outcome, promised)
+    assert f'"type":"com.moltaro.orchestrator.tracking.{outcome}"' in tour
+    assert f'orchestrator_trackings_terminal_total{{kind="function_job",outcome="{outcome}"' in tour
+    assert " 0.0\n" not in tour
+    if outcome == "succeeded":
+        assert '"result_summary":"' in tour
+    else:
+        assert '"last_error":"' in tour and '"attempts":[{' in tour
+
+    said = re.search(r" ended as (\w+) after \d+ polls(: .+)?\n", cli)
+    assert said and said.group(1) in promised, cli
+    assert "Active trackings" in cli
+    if said.group(1) == "succeeded":
+        assert "exit code" not in cli
+    else:
+        assert said.group(2) and "\nexit code 1\n" in cli, cli
+
+    first, _, result = python.partition(" ")
+    assert first in promised and result.startswith("{"), python
+    if first == "failed":
+        assert "'last_error': '" in result
+    return {outcome, said.group(1), first}
+
+
+def test_the_readme_promises_both_outcomes_of_a_simulated_job() -> None:
+    assert promised_outcomes() == {"succeeded", "failed"}
+
+
+def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
+    # On the embedded defaults a job fails all three attempts about one time in
+    # 450: either outcome is one the README shows.
+    check_as_promised(*run_tour(tmp_path))
+
+
+def test_the_readme_tour_shows_what_the_readme_says_of_a_job_that_fails_every_attempt(
+    tmp_path: Path,
+) -> None:
+    # The rare branch, made certain (and quick) through the simulator's control API.
+    failing = {"sequence": ["failed"], "pickup_s": 0.1, "duration_s": 0.2, "retry_delay_s": 0.2}
+    assert check_as_promised(*run_tour(tmp_path, failing)) == {"failed"}
