@@ -28,8 +28,8 @@ class PollState(Protocol):
     fingerprint: str
     digest: bytes | None
     delay: float | None
-    nf_count: int
-    nf_first: float
+    not_found_count: int
+    not_found_since: float
     deadline: float
     deadline_mono: float
     deadline_source: str | None
@@ -65,8 +65,8 @@ class Decision:
     digest: bytes | None
     remote_status: str | None
     last_error: dict[str, Any] | None
-    nf_count: int
-    nf_first: float
+    not_found_count: int
+    not_found_since: float
     delay: float | None = None
     due: float = 0.0
     reason: NextPollReason = NextPollReason.BACKOFF
@@ -126,7 +126,9 @@ def decide(
     adaptive polling's read (monotonic; ``engine/adaptive.py``), taken instead
     of the backoff; every other rule below still wins over it.
     """
-    d = Decision(s.fingerprint, s.digest, s.remote_status, j.error, s.nf_count, s.nf_first)
+    d = Decision(
+        s.fingerprint, s.digest, s.remote_status, j.error, s.not_found_count, s.not_found_since
+    )
     d.anomaly = s.anomaly
     deadline_mono = s.deadline_mono
     if j.budget_s is not None and defaulted(s, p):
@@ -134,24 +136,24 @@ def decide(
         d.deadline = s.created_at + min(j.budget_s + p.deadline_margin_s, p.max_deadline_s)
         deadline_mono = d.deadline + (now_m - now_w)
     if j.label == "not_found":
-        if d.nf_count == 0:
-            d.nf_first = now_w
-        d.nf_count += 1
-        confirmed = d.nf_count >= p.not_found_confirmations
-        if confirmed and now_w - d.nf_first >= p.not_found_min_s and not j.hold:
+        if d.not_found_count == 0:
+            d.not_found_since = now_w
+        d.not_found_count += 1
+        confirmed = d.not_found_count >= p.not_found_confirmations
+        if confirmed and now_w - d.not_found_since >= p.not_found_min_s and not j.awaiting_work:
             d.outcome = Outcome.NOT_FOUND
             d.result = {"remote_id": shown_id(s.remote_id)}
             if j.not_found_reason is not None:
                 d.result["reason"] = j.not_found_reason
             d.result.update(
-                confirmations=d.nf_count,
-                first_not_found_at=iso(d.nf_first),
+                confirmations=d.not_found_count,
+                first_not_found_at=iso(d.not_found_since),
                 last_not_found_at=iso(now_w),
                 **(j.summary or {}),
             )
             return d
     elif j.label == "ok":
-        d.nf_count = 0
+        d.not_found_count = 0
     if j.phase is not None:
         d.changed = j.fingerprint != s.fingerprint
         d.status_moved = j.remote_status != s.remote_status
@@ -176,13 +178,13 @@ def decide(
         d.delay = None
         due, reason = min(max(planned, now_m), now_m + p.max_delay_s), NextPollReason.ADAPTIVE
     to_mono = now_m - now_w
-    if j.label == "not_found" and not j.hold:
+    if j.label == "not_found" and not j.awaiting_work:
         # Backoff must not stretch the confirmation window far past its minimum.
         # The next read confirms the 404 (or not), whichever time it falls at.
-        soon = now_m + max(d.nf_first + p.not_found_min_s - now_w, p.initial_delay_s)
+        soon = now_m + max(d.not_found_since + p.not_found_min_s - now_w, p.initial_delay_s)
         due, reason = min(due, soon), NextPollReason.NOT_FOUND_CONFIRMATION
-    if j.read_by is not None:
-        just_after = max(j.read_by + to_mono, now_m) + p.initial_delay_s
+    if j.read_after is not None:
+        just_after = max(j.read_after + to_mono, now_m) + p.initial_delay_s
         if just_after < due:
             due, reason = just_after, NextPollReason.NEXT_RUN_AT
     if j.next_run_at is not None and j.next_run_at + to_mono > due:

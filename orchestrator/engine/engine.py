@@ -199,7 +199,11 @@ class Engine:
         previous_error = entry.last_error
         entry.fingerprint, entry.digest = d.fingerprint, d.digest
         entry.remote_status, entry.last_error = d.remote_status, d.last_error
-        entry.nf_count, entry.nf_first, entry.anomaly = d.nf_count, d.nf_first, d.anomaly
+        entry.not_found_count, entry.not_found_since, entry.anomaly = (
+            d.not_found_count,
+            d.not_found_since,
+            d.anomaly,
+        )
         entry.summary = j.summary or entry.summary  # transport trouble keeps the last
         if d.deadline is not None:  # derived from the job, once: stored before anything else
             entry.deadline, entry.deadline_source = d.deadline, DeadlineSource.DERIVED

@@ -35,8 +35,8 @@ class Entry:
         "labels",
         "last_error",
         "last_polled_at",
-        "nf_count",
-        "nf_first",
+        "not_found_count",
+        "not_found_since",
         "notify",
         "polls",
         "reason",
@@ -78,8 +78,8 @@ class Entry:
         self.due = 0.0
         self.ticket = 0  # the book's: which schedule of the entry is current
         self.kind_state: object = None  # the kind handler's own state (its ``adopt``)
-        self.nf_count = 0
-        self.nf_first = 0.0
+        self.not_found_count = 0
+        self.not_found_since = 0.0
         self.anomaly: dict[str, object] | None = None  # the last one, while failing closed
         # What the last read adds to a deadline result (work found by filter: its
         # jobs and what it waits for), for a deadline met with no read allowed.

@@ -28,7 +28,7 @@ from prometheus_client.registry import Collector
 
 from orchestrator.engine.adaptive import next_read, plan_grid
 from orchestrator.engine.durations import DurationSketch, merged
-from orchestrator.engine.workclass import CLASS_RE, seen
+from orchestrator.engine.workclass import CLASS_RE, work_times
 from orchestrator.errors import StoreError
 from orchestrator.interpret import TERMINAL_PHASES
 from orchestrator.store.base import Store, WorkClassMerge, WorkClassSummary
@@ -50,12 +50,12 @@ _REPLAN_S = 1.0  # a busy class's grid is drawn again at most this often
 
 
 class _Class:
-    __slots__ = ("delta", "grid", "planned_at", "seen", "sketch", "stale")
+    __slots__ = ("delta", "grid", "planned_at", "sketch", "stale", "stored")
 
     def __init__(self, sketch: DurationSketch) -> None:
         self.sketch = sketch  # all that is known: the stored summary and the delta since
         self.delta = DurationSketch()  # learned here since the last flush
-        self.seen: dict[str, Any] | None = None  # the stored summary last adopted
+        self.stored: dict[str, Any] | None = None  # the stored summary last adopted
         self.grid: tuple[float, ...] = ()
         self.stale = True
         self.planned_at = float("-inf")
@@ -140,7 +140,7 @@ class Learner:
         if enums is None:
             return Learned(work_class, started, None)
         if j.remote is not None and j.phase is not None:
-            s = seen(entry.kind, j.remote, enums)
+            s = work_times(entry.kind, j.remote, enums)
             if s.work_class is not None and s.work_class != work_class:
                 if work_class is not None:
                     log.warning(
@@ -262,7 +262,7 @@ class Learner:
         for row in rows:
             key = (row.workspace, row.kind, row.work_class)
             sketch = DurationSketch.from_json(row.summary)
-            self._admit(key, sketch).seen = row.summary
+            self._admit(key, sketch).stored = row.summary
             if self._label(key):
                 self._show(row.workspace, row.kind, row.work_class, sketch)
             else:
@@ -312,9 +312,9 @@ class Learner:
     def _adopt(self, row: WorkClassSummary) -> None:
         key = (row.workspace, row.kind, row.work_class)
         c = self._classes.get(key)
-        if c is None or row.summary == c.seen:
+        if c is None or row.summary == c.stored:
             return  # not held (gone from the bound meanwhile, or a peer's), or unchanged
-        c.seen = row.summary
+        c.stored = row.summary
         # What was learned while the flush ran stays on top, for the next one.
         c.sketch = merged(
             DurationSketch.from_json(row.summary), c.delta, half_life=self._cfg.half_life_samples

@@ -22,17 +22,17 @@ CLASS_RE = re.compile(r"[A-Za-z0-9._:/@+-]{1,200}")
 
 
 @dataclass(frozen=True, slots=True)
-class Seen:
+class WorkTimes:
     work_class: str | None
     created_at: float | None
     ended_at: float | None
 
 
-def seen(kind: str, body: Any, enums: EnumMap) -> Seen:
+def work_times(kind: str, body: Any, enums: EnumMap) -> WorkTimes:
     """The class and times a status body shows (None for what it does not). Never raises."""
     model = as_mapping(body)
     if model is None:
-        return Seen(None, None, None)
+        return WorkTimes(None, None, None)
     if get_ci(model, "Status") is None:
         model = as_mapping(get_ci(model, "Data")) or model
     created = as_timestamp(get_ci(model, "CreatedAt"))
@@ -47,7 +47,7 @@ def seen(kind: str, body: Any, enums: EnumMap) -> Seen:
         cls = key if isinstance(key, str) and CLASS_RE.fullmatch(key) else None
     else:
         cls = build_kind(get_ci(model, "Kind"), enums)
-    return Seen(cls, created, ended)
+    return WorkTimes(cls, created, ended)
 
 
 def build_kind(raw: Any, enums: EnumMap) -> str | None:

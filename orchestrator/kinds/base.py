@@ -88,7 +88,7 @@ class Judgement:
     anomaly: str | None = None
     anomaly_details: Mapping[str, object] | None = None
     next_run_at: float | None = None  # wall: the work will not move before this
-    read_by: float | None = None  # wall: something is due then; read just after
+    read_after: float | None = None  # wall: something is due then; read just after
     # (remote snapshot recording it as reported, occurrence) for each newly
     # finished occurrence, oldest first
     occurrences: Sequence[tuple[object, JsonObject]] = ()
@@ -98,7 +98,7 @@ class Judgement:
     # retry delays): what a tracking without the caller's deadline derives its own from.
     budget_s: float | None = None
     # Work the tracking waits for has not ended: a confirmed 404 does not end it yet.
-    hold: bool = False
+    awaiting_work: bool = False
     # the terminal result still needs the handler's ``conclude`` (side reads)
     conclude: bool = False
     # Work of a class seen beside the tracking's own body (a schedule's newly ended and

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 FILTER_IGNORED = "list_filter_ignored"
 
 
-class _Reads(NamedTuple):
+class _FoundReads(NamedTuple):
     state: FoundState | None
     reads: list[ReadResult]
     trouble: ReadResult | None
@@ -63,12 +63,12 @@ class FoundHandler:
     async def poll(self, target: PollTarget, client: WorkspaceClient) -> Judgement:
         return self._judge(client, await self._read(target, client))
 
-    async def _read(self, target: PollTarget, client: WorkspaceClient) -> _Reads:
+    async def _read(self, target: PollTarget, client: WorkspaceClient) -> _FoundReads:
         state = target.kind_state if isinstance(target.kind_state, FoundState) else None
         reads: list[ReadResult] = []
         if state is None:
             unreadable = _invalid(ReadResult("ok"), "the stored filter cannot be read")
-            return _Reads(None, reads, unreadable, [])
+            return _FoundReads(None, reads, unreadable, [])
         ignored: list[str] = []
         if state.listing:
             rows, listed = await read_rows(
@@ -76,7 +76,7 @@ class FoundHandler:
             )
             reads.append(listed)
             if rows is None:
-                return _Reads(state, reads, listed, ignored)
+                return _FoundReads(state, reads, listed, ignored)
             ignored = adopt_rows(state, rows)
         enums = client.enums["function_job"]
         for job in state.jobs:
@@ -89,8 +89,8 @@ class FoundHandler:
             if trouble is None and text_status(job, enums) in TERMINAL_JOB:
                 trouble = await self._read_runs(client, job, reads)
             if trouble is not None:
-                return _Reads(state, reads, trouble, ignored)
-        return _Reads(state, reads, None, ignored)
+                return _FoundReads(state, reads, trouble, ignored)
+        return _FoundReads(state, reads, None, ignored)
 
     @staticmethod
     async def _read_job(
@@ -126,7 +126,7 @@ class FoundHandler:
         job.runs = [dict(r) for r in rows if text(r, "JobId") == job.job_id]
         return None
 
-    def _judge(self, client: WorkspaceClient, found: _Reads) -> Judgement:
+    def _judge(self, client: WorkspaceClient, found: _FoundReads) -> Judgement:
         state, reads, trouble = found.state, found.reads, found.trouble
         retry_after = max((r.retry_after for r in reads if r.retry_after), default=None)
         j = Judgement(

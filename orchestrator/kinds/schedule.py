@@ -92,7 +92,7 @@ class _Followed:
         return self.state.stopped and (bool(self.pending) or self.state.awaiting is not None)
 
 
-class _Reads(NamedTuple):
+class _ScheduleReads(NamedTuple):
     """What one poll of a schedule read."""
 
     followed: _Followed
@@ -143,7 +143,7 @@ class ScheduleHandler:
     async def poll(self, target: PollTarget, client: WorkspaceClient) -> Judgement:
         return self._judge(target, *await self._read(target, client))
 
-    async def _read(self, target: PollTarget, client: WorkspaceClient) -> _Reads:
+    async def _read(self, target: PollTarget, client: WorkspaceClient) -> _ScheduleReads:
         followed = owned(target, _Followed)
         path = client.cfg.paths.schedule.replace("{id}", target.remote_id)
         sched = await client.call("GET", path)
@@ -164,7 +164,7 @@ class ScheduleHandler:
             found, trouble, awaiting = await self._read_occurrences(
                 target, client, followed, reads, awaiting
             )
-        return _Reads(followed, sched, found, trouble, reads, stopped, awaiting)
+        return _ScheduleReads(followed, sched, found, trouble, reads, stopped, awaiting)
 
     async def _read_occurrences(
         self,
@@ -237,7 +237,7 @@ class ScheduleHandler:
             error=None if trouble is None else trouble.error,
             occurrences=reported,
             not_found_reason="schedule_deleted",
-            hold=found is None or followed.holding(),
+            awaiting_work=found is None or followed.holding(),
             class_work=work,
         )
         if found is not None and found.anomalies:
@@ -255,14 +255,14 @@ class ScheduleHandler:
             status = text(sched.body, "Status")
             j.phase = Phase.PENDING
             j.remote_status = status
-            if (status or "").lower() == "disabled" and not j.hold:
+            if (status or "").lower() == "disabled" and not j.awaiting_work:
                 j.phase = Phase.CANCELLED
                 j.result = {"remote_id": target.remote_id, "reason": "schedule_disabled"}
                 j.result.update(followed.summary())
             j.fingerprint = followed.fingerprint()
             next_run = as_timestamp(get_ci(followed.schedule, "NextRunAt"))
             if next_run is not None and not followed.pending:
-                j.read_by = next_run  # between occurrences: read just after the next one
+                j.read_after = next_run  # between occurrences: read just after the next one
         elif found is not None and sched.result == "not_found":
             # Deleted, its work still followed: a change in it restarts the backoff.
             j.phase = Phase.PENDING

@@ -28,8 +28,8 @@ class State:
     fingerprint: str = "fp"
     digest: bytes | None = None
     delay: float | None = 4.0
-    nf_count: int = 0
-    nf_first: float = 0.0
+    not_found_count: int = 0
+    not_found_since: float = 0.0
     deadline: float = NOW_W + 3600
     deadline_mono: float = NOW_M + 3600
     last_error: dict[str, Any] | None = None
