@@ -26,9 +26,9 @@ from aiohttp import web
 from orchestrator.api.app import create_app
 from orchestrator.clock import SystemClock
 from orchestrator.config import Settings, api_tokens, split_listen
+from orchestrator.engine.elsewhere import HeldElsewhere
 from orchestrator.engine.engine import Engine
 from orchestrator.engine.replica import Replica
-from orchestrator.engine.unheld import Unheld
 from orchestrator.errors import ConfigError, ListenError
 from orchestrator.events.bus import EventBus
 from orchestrator.events.cloudevents import EventFactory
@@ -169,9 +169,9 @@ class Service:
                 bus=bus,
                 lag=lag,
             )
-            unheld = None
+            elsewhere = None
             if store.shares_work:
-                unheld = Unheld(clients, engine.finisher, metrics)
+                elsewhere = HeldElsewhere(clients, engine.finisher, metrics)
             runtime = Runtime(
                 settings=s,
                 store=store,
@@ -179,7 +179,7 @@ class Service:
                 metrics=metrics,
                 bus=bus,
                 api_tokens=self.tokens,
-                tracker=Tracker(engine, store, metrics, unheld),
+                tracker=Tracker(engine, store, metrics, elsewhere),
                 deliveries=deliveries,
                 replica=replica,
             )

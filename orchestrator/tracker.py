@@ -26,8 +26,8 @@ from orchestrator.platform.stop_retries import StopAnswer
 from orchestrator.vocabulary import Kind, TrackingState
 
 if TYPE_CHECKING:
+    from orchestrator.engine.elsewhere import HeldElsewhere
     from orchestrator.engine.engine import Engine
-    from orchestrator.engine.unheld import Unheld
     from orchestrator.interpret.filters import FilterNames
     from orchestrator.metrics import Metrics
     from orchestrator.store.base import NewTracking, Store, Tracking, TrackingQuery
@@ -35,13 +35,13 @@ if TYPE_CHECKING:
 
 class Tracker:
     def __init__(
-        self, engine: Engine, store: Store, metrics: Metrics, unheld: Unheld | None = None
+        self, engine: Engine, store: Store, metrics: Metrics, elsewhere: HeldElsewhere | None = None
     ) -> None:
         self._engine = engine
         self._store = store
         self._metrics = metrics
         # Several replicas: what to do with a tracking another replica polls.
-        self._unheld = unheld
+        self._elsewhere = elsewhere
 
     # -- intake -------------------------------------------------------------
 
@@ -100,8 +100,8 @@ class Tracker:
         """
         tracking = await self.active_function_job(tracking_id)
         answer = await self._engine.cancel(tracking_id)
-        if answer is None and self._unheld is not None:
-            answer = await self._unheld.cancel(tracking)
+        if answer is None and self._elsewhere is not None:
+            answer = await self._elsewhere.cancel(tracking)
         if answer is None:
             raise EndedMeanwhile
         return answer
@@ -129,10 +129,10 @@ class Tracker:
             ended = await self._engine.abandon(tracking_id)
             if (
                 ended is None
-                and self._unheld is not None
+                and self._elsewhere is not None
                 and tracking_id not in self._engine.entries
             ):
-                ended = await self._unheld.abandon(tracking)
+                ended = await self._elsewhere.abandon(tracking)
             if ended is not None:
                 return ended
             tracking = await self._stored(tracking_id)  # it ended meanwhile: as what?

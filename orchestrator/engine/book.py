@@ -36,7 +36,7 @@ from orchestrator.engine.entry import Entry
 from orchestrator.engine.resume import ResumePending
 
 if TYPE_CHECKING:
-    from orchestrator.engine.probes import PollMetrics
+    from orchestrator.engine.poll_metrics import PollMetrics
     from orchestrator.kinds.base import KindHandler
     from orchestrator.metrics import Metrics
     from orchestrator.store.base import Tracking
@@ -221,13 +221,13 @@ class Book:
         handlers: Mapping[str, KindHandler],
         monotonic: Callable[[], float],
         metrics: Metrics,
-        probes: PollMetrics,
+        poll_metrics: PollMetrics,
         poll: Handler,
         expire: Expired,
     ) -> None:
         self.entries: dict[str, Entry] = {}
         self._clients, self._handlers, self._mono = clients, handlers, monotonic
-        self._probes = probes  # trackings_active: what the book holds
+        self._poll_metrics = poll_metrics  # trackings_active: what the book holds
         self.schedulers = {
             name: WorkspaceScheduler(name, client.gate, monotonic, poll, expire)
             for name, client in clients.items()
@@ -325,11 +325,11 @@ class Book:
 
     def _add(self, entry: Entry) -> None:
         self.entries[entry.tracking_id] = entry
-        self._probes.active(entry.workspace, entry.kind).inc()
+        self._poll_metrics.active(entry.workspace, entry.kind).inc()
 
     def _remove(self, entry: Entry) -> None:
         if self.entries.pop(entry.tracking_id, None) is None:
             return
-        self._probes.active(entry.workspace, entry.kind).dec()
+        self._poll_metrics.active(entry.workspace, entry.kind).dec()
         self.first_read_done(entry)  # ended (abandoned, expired) before its first read
         entry.ticket += 1

@@ -24,7 +24,7 @@ from orchestrator.engine.decision import Decision, decide, jittered
 from orchestrator.engine.entry import Entry
 from orchestrator.engine.finishing import Finisher, abandoned_result
 from orchestrator.engine.learner import Learner
-from orchestrator.engine.probes import PollMetrics
+from orchestrator.engine.poll_metrics import PollMetrics
 from orchestrator.engine.resume import plan_resume
 from orchestrator.engine.writer import EngineWriter
 from orchestrator.events.bus import EventBus
@@ -63,7 +63,7 @@ class Engine:
         self.clients = clients
         self.rng = rng or random.Random()
         self.writer = EngineWriter(store, bus, settings.store.max_batch)
-        self.probes = PollMetrics(metrics)
+        self.poll_metrics = PollMetrics(metrics)
         metrics.write_backlog.set_function(lambda: self.writer.backlog)
         for name, client in clients.items():
             # Read at scrape time: no gauge update on the per-request path.
@@ -71,17 +71,23 @@ class Engine:
         history = None
         if settings.polling.run_history:
             history = RunHistory(
-                lambda ws, result: self.probes.admin_request(ws, "function_runs", result)
+                lambda ws, result: self.poll_metrics.admin_request(ws, "function_runs", result)
             )
         self.handlers: dict[str, KindHandler] = handlers(history, settings.polling.filter_skew_s)
         self.book = Book(
-            clients, self.handlers, clock.monotonic, metrics, self.probes, self._poll, self._expire
+            clients,
+            self.handlers,
+            clock.monotonic,
+            metrics,
+            self.poll_metrics,
+            self._poll,
+            self._expire,
         )
         self.finisher = Finisher(
-            self.writer, events, self.probes, clock, self.book, lambda: self.stopping
+            self.writer, events, self.poll_metrics, clock, self.book, lambda: self.stopping
         )
         self.stoppers = {  # one per workspace: each remembers the stops it saw accepted
-            ws: RetryStopper(client, self.probes.admin_requests_of(ws))
+            ws: RetryStopper(client, self.poll_metrics.admin_requests_of(ws))
             for ws, client in clients.items()
         }
         self._stop = asyncio.Event()
@@ -164,7 +170,9 @@ class Engine:
     # -- polling ------------------------------------------------------------
 
     async def _poll(self, entry: Entry, ticket: int) -> None:
-        self.probes.lateness(entry.workspace).observe(max(0.0, self.clock.monotonic() - entry.due))
+        self.poll_metrics.lateness(entry.workspace).observe(
+            max(0.0, self.clock.monotonic() - entry.due)
+        )
         self.book.first_read_done(entry)
         handler, client = self.handlers[entry.kind], self.clients[entry.workspace]
         judgement = await handler.poll(entry, client)
@@ -175,14 +183,14 @@ class Engine:
         """The one place a poll's decision takes effect: metrics, state, events, schedule."""
         ws, kind = entry.workspace, entry.kind
         now_w, now_m = self.clock.now(), self.clock.monotonic()
-        probes = self.probes
+        pm = self.poll_metrics
         for label, duration in j.reads:
-            probes.polled(ws, kind, label, duration)
-        probes.set_up(ws, j.answered)
+            pm.polled(ws, kind, label, duration)
+        pm.set_up(ws, j.answered)
         learned = self.learner.observe(entry, j, self.clients[ws].enums.get(kind), now_w, now_m)
         d = decide(entry, j, now_w, now_m, self.polling, self.rng.random(), learned.due)
         if j.anomaly is not None:
-            probes.anomaly(ws, kind, j.anomaly)
+            pm.anomaly(ws, kind, j.anomaly)
             if d.changed:  # logged once per anomalous body, not once per read of it
                 log.warning(
                     "contract anomaly: kept polling, not reported as success",
@@ -275,7 +283,7 @@ class Engine:
             kind,
             entry.remote_id,
             entry.remote_status,
-            lambda result, seconds: self.probes.polled(ws, kind, result, seconds),
+            lambda result, seconds: self.poll_metrics.polled(ws, kind, result, seconds),
         )
         if answer.status == 202:
             self.nudge(tracking_id)

@@ -1,7 +1,7 @@
 """Terminal transitions: the end of a tracking, written once.
 
 Every ending goes through the ``Finisher``: an outcome read, a deadline, a not
-found, a caller's abandon, on a tracking this process polls or (``finish_unheld``)
+found, a caller's abandon, on a tracking this process polls or (``finish_elsewhere``)
 one another replica polls. Each writes the same record (``abandoned_result``
 for an abandon), the same event and the same metrics.
 
@@ -24,7 +24,7 @@ from orchestrator.clock import Clock
 from orchestrator.engine.book import Book
 from orchestrator.engine.decision import deadline_result
 from orchestrator.engine.entry import Entry
-from orchestrator.engine.probes import PollMetrics
+from orchestrator.engine.poll_metrics import PollMetrics
 from orchestrator.engine.writer import EngineWriter
 from orchestrator.errors import StoreError
 from orchestrator.events.cloudevents import EventFactory
@@ -49,14 +49,14 @@ class Finisher:
         self,
         writer: EngineWriter,
         events: EventFactory,
-        probes: PollMetrics,
+        poll_metrics: PollMetrics,
         clock: Clock,
         book: Book,
         stopping: Callable[[], bool],
     ) -> None:
         self._writer = writer
         self._events = events
-        self._probes = probes
+        self._poll_metrics = poll_metrics
         self._clock = clock
         self._book = book
         self._stopping = stopping  # once the engine stops, a failed write is left
@@ -139,7 +139,7 @@ class Finisher:
             self._ended(tracking, now_w - entry.created_at)
         return tracking
 
-    async def finish_unheld(
+    async def finish_elsewhere(
         self, t: Tracking, outcome: str, result: dict[str, Any] | None
     ) -> Tracking | None:
         """End ``t``, which another replica polls (a caller's abandon: the store takes
@@ -170,7 +170,7 @@ class Finisher:
     def _ended(self, t: Tracking, elapsed: float) -> None:
         """A terminal state this process wrote: counted and logged."""
         assert t.outcome is not None
-        self._probes.terminal(t.workspace, t.kind, t.outcome, elapsed, t.result)
+        self._poll_metrics.terminal(t.workspace, t.kind, t.outcome, elapsed, t.result)
         log.info(
             "tracking finished",
             extra={

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from orchestrator.workspace.client import WorkspaceClient
 
 
-class Unheld:
+class HeldElsewhere:
     def __init__(
         self, clients: dict[str, WorkspaceClient], finisher: Finisher, metrics: Metrics
     ) -> None:
@@ -47,4 +47,4 @@ class Unheld:
     async def abandon(self, t: Tracking) -> Tracking | None:
         """End it as ``abandoned`` with its terminal event; None if it ended meanwhile."""
         result = abandoned_result(t.remote_id, t.remote_status)
-        return await self._finisher.finish_unheld(t, Outcome.ABANDONED, result)
+        return await self._finisher.finish_elsewhere(t, Outcome.ABANDONED, result)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 
-from orchestrator.engine.unheld import Unheld
+from orchestrator.engine.elsewhere import HeldElsewhere
 from orchestrator.store.base import NewTracking
 from orchestrator.workfilter import WorkFilter
 from tests.engine.harness import rig, run
@@ -20,9 +20,9 @@ def test_an_unheld_trigger_work_abandon_names_no_filter_key_and_is_counted() -> 
         [(tracking, _)] = await r.store.create_trackings([item])
         assert "trk_unheld" not in r.engine.entries  # this replica does not hold it
         given = copy.deepcopy(tracking)
-        unheld = Unheld(r.engine.clients, r.engine.finisher, r.engine.metrics)
+        elsewhere = HeldElsewhere(r.engine.clients, r.engine.finisher, r.engine.metrics)
 
-        ended = await unheld.abandon(tracking)
+        ended = await elsewhere.abandon(tracking)
 
         assert ended is not None and ended.outcome == "abandoned"
         assert tracking == given  # the caller's copy is left as it was
@@ -40,7 +40,7 @@ def test_an_unheld_trigger_work_abandon_names_no_filter_key_and_is_counted() -> 
         assert sample(ended_total, {**labels, "workspace": "default"}) == 1
         assert sample("orchestrator_time_to_terminal_seconds_count", labels) == 1
         assert (sample("orchestrator_time_to_terminal_seconds_sum", labels) or 0) >= 30
-        assert await unheld.abandon(tracking) is None  # ended already: nothing written
+        assert await elsewhere.abandon(tracking) is None  # ended already: nothing written
         assert len(await r.events()) == 1
         await r.close()
 
