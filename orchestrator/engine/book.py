@@ -98,7 +98,7 @@ class WorkspaceScheduler:
         """(Re)schedule ``entry`` at monotonic ``due``; any earlier schedule is void."""
         entry.ticket += 1
         entry.due = due
-        heap = self._fresh if entry.polls == 0 and not entry.resumed else self._heap
+        heap = self._fresh if entry.state.polls == 0 and not entry.resumed else self._heap
         heapq.heappush(heap, (due, next(self._seq), entry.ticket, entry))
         if self._idle and heap[0][3] is entry:
             # A new earliest entry: a parked worker looks again (and re-arms the timer).
@@ -162,11 +162,11 @@ class WorkspaceScheduler:
             blocked_until = self.gate.blocked_until
             if blocked_until > now:
                 heapq.heappop(heap)
-                if entry.deadline_mono <= now:
+                if entry.state.deadline_mono <= now:
                     # Retry-After forbids the last read: the deadline still holds.
                     entry.ticket += 1
                     return entry
-                self.schedule(entry, min(blocked_until, entry.deadline_mono))
+                self.schedule(entry, min(blocked_until, entry.state.deadline_mono))
                 continue
             wait = self.gate.wait_s(now)
             if wait > 0:
@@ -247,9 +247,8 @@ class Book:
         """
         if t.tracking_id in self.entries or t.state != "active":
             return None
-        entry = Entry(t, t.deadline_at + to_mono, work_class)
         adopted = self._handlers[t.kind].adopt(t, self._clients[t.workspace])
-        entry.fingerprint, entry.digest = adopted.fingerprint, adopted.digest
+        entry = Entry(t, t.deadline_at + to_mono, work_class, adopted.fingerprint, adopted.digest)
         entry.kind_state = adopted.state
         self._add(entry)
         not_before = adopted.not_before
@@ -261,7 +260,8 @@ class Book:
         """Schedule an adopted entry's first read (``resumed_delay``: the delay a resumed
         one's backoff goes on from; None for new work)."""
         if resumed_delay is not None:
-            entry.resumed, entry.delay = True, resumed_delay
+            entry.resumed = True
+            entry.state = entry.state._replace(delay=resumed_delay)
         self.schedule(entry, due, reason)
 
     def first_read_done(self, entry: Entry) -> None:
@@ -275,7 +275,7 @@ class Book:
     def schedule(self, entry: Entry, due: float, reason: NextPollReason) -> None:
         """Read ``entry`` next at monotonic ``due`` (never past its deadline), for ``reason``."""
         entry.reason = reason
-        self.schedulers[entry.workspace].schedule(entry, min(due, entry.deadline_mono))
+        self.schedulers[entry.workspace].schedule(entry, min(due, entry.state.deadline_mono))
 
     def holds(self, entry: Entry, ticket: int) -> bool:
         """Whether a poll given ``ticket`` still holds ``entry`` (not ended, dropped or
@@ -300,7 +300,8 @@ class Book:
         if entry.tracking_id in self.entries:
             return
         self._add(entry)
-        entry.deadline_mono = max(entry.deadline_mono, due)
+        deadline_mono = max(entry.state.deadline_mono, due)
+        entry.state = entry.state._replace(deadline_mono=deadline_mono)
         self.schedule(entry, due, entry.reason)
 
     def drop(self, tracking_id: str) -> Entry | None:

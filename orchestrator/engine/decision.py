@@ -1,47 +1,46 @@
-"""The decision half of a poll: (tracking state, judgement, now) -> decision. Pure.
+"""The decision half of a poll: (state, judgement, plan, now) -> (next state, effects). Pure.
 
 No I/O, no clock, no randomness of its own (the jitter's uniform draw, or the
 random source, is passed in), so every rule of a poll is tested here without a
-server or a sleep. The engine applies the decision in one place (``Engine._apply``).
+server or a sleep. The engine replaces the entry's state with the next one and
+carries the effects out, in order, in one place (``Engine._apply``).
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from orchestrator.clock import iso
 from orchestrator.config import PollingConfig
+from orchestrator.engine.entry import PollState
 from orchestrator.interpret import TERMINAL_PHASES
-from orchestrator.kinds.base import Judgement
+from orchestrator.kinds.base import JsonObject, Judgement
 from orchestrator.vocabulary import DeadlineSource, NextPollReason, Outcome
 from orchestrator.workfilter import shown_id
 
+if TYPE_CHECKING:
+    from orchestrator.engine.learner import Learned
 
-class PollState(Protocol):
-    """The tracking state a decision reads (the engine's entry)."""
 
-    remote_id: str
-    created_at: float
-    remote_status: str | None
-    fingerprint: str
-    digest: bytes | None
-    delay: float | None
-    not_found_count: int
-    not_found_since: float
-    deadline: float
-    deadline_mono: float
-    deadline_source: str | None
-    last_error: dict[str, Any] | None
-    anomaly: dict[str, Any] | None  # while failing closed: the last contract anomaly
+class Tracked(Protocol):
+    """What a decision reads of a tracking (the engine's entry)."""
+
+    @property
+    def remote_id(self) -> str: ...
+    @property
+    def created_at(self) -> float: ...
+    @property
+    def notify(self) -> str: ...
+    @property
+    def state(self) -> PollState: ...
 
 
 # Two wall times this close are one instant of intake (float arithmetic, not a caller).
 SAME_INSTANT_S = 1e-3
 
 
-def defaulted(s: PollState, p: PollingConfig) -> bool:
+def defaulted(s: PollState, created_at: float, p: PollingConfig) -> bool:
     """Whether the deadline is ``polling.default_deadline_s``'s, which a function job's
     own budget then replaces. A row stored by a build that did not record the source
     (NULL: before migration 005 on SQLite, 002 on PostgreSQL, or an old replica still
@@ -49,56 +48,89 @@ def defaulted(s: PollState, p: PollingConfig) -> bool:
     default deadline lies exactly that far after intake; anything else was a caller's."""
     if s.deadline_source is not None:
         return s.deadline_source == DeadlineSource.DEFAULT
-    return abs(s.deadline - s.created_at - p.default_deadline_s) < SAME_INSTANT_S
+    return abs(s.deadline - created_at - p.default_deadline_s) < SAME_INSTANT_S
 
 
-@dataclass(slots=True)
-class Decision:
-    """What to do after one poll, and the tracking's state after it.
+# -- effects: what the engine does with a decision, in the order given ---------------------
 
-    ``outcome`` set: finish the tracking with ``result`` (``conclude``: the kind
-    handler completes the result first). Otherwise read again at monotonic
-    ``due`` for ``reason``.
-    """
 
-    fingerprint: str
-    digest: bytes | None
-    remote_status: str | None
-    last_error: dict[str, Any] | None
-    not_found_count: int
-    not_found_since: float
-    delay: float | None = None
-    due: float = 0.0
-    reason: NextPollReason = NextPollReason.BACKOFF
-    outcome: str | None = None
-    result: dict[str, Any] | None = None
+class StoreDeadline(NamedTuple):
+    """A deadline derived from the job: stored before anything else."""
+
+
+class Report(NamedTuple):
+    """A schedule's newly finished occurrence: its event, stored with ``snapshot``
+    (the tracking's ``remote`` recording it as reported) in one transaction."""
+
+    snapshot: object
+    occurrence: JsonObject
+
+
+class End(NamedTuple):
+    """Finish the tracking (``conclude``: the kind handler completes the result first)."""
+
+    outcome: str
+    result: JsonObject | None
     conclude: bool = False
-    anomaly: dict[str, Any] | None = None
-    deadline: float | None = None  # a deadline derived now from the job (wall time)
-    changed: bool = False  # the remote state changed: store it, restart the backoff
-    status_moved: bool = False  # the remote status changed (a status_changed event)
 
 
-def deadline_result(
-    s: PollState, last_error: dict[str, Any] | None, deadline: float | None = None
-) -> dict[str, Any]:
+class ReadAt(NamedTuple):
+    """Read again at monotonic ``due``, for ``reason``."""
+
+    due: float
+    reason: NextPollReason
+
+
+class Write(NamedTuple):
+    """Store the poll's result (``remote`` when ``changed``), with a status_changed
+    event when ``status_event``."""
+
+    remote: object
+    changed: bool
+    status_event: bool
+
+
+Effect = StoreDeadline | Report | End | ReadAt | Write
+STORE_DEADLINE = StoreDeadline()
+
+
+class Decision(NamedTuple):
+    """The tracking's next state and what to do, in order. ``changed``: the remote
+    state changed (a new body, read for the first time)."""
+
+    state: PollState
+    effects: list[Effect]
+    changed: bool
+
+    @property
+    def end(self) -> End | None:
+        last = self.effects[-1] if self.effects else None
+        return last if isinstance(last, End) else None
+
+    @property
+    def next_read(self) -> ReadAt | None:
+        return next((e for e in self.effects if isinstance(e, ReadAt)), None)
+
+
+def deadline_result(remote_id: str, s: PollState) -> JsonObject:
     """What a tracking that ran out of time reports: the id, the latest state and,
     when it was failing closed, why (``last_anomaly``: the reason, missing evidence)."""
     return {
-        "remote_id": shown_id(s.remote_id),
+        "remote_id": shown_id(remote_id),
         "last_remote_status": s.remote_status,
-        "last_error": last_error,
-        "deadline_at": iso(s.deadline if deadline is None else deadline),
+        "last_error": s.last_error,
+        "deadline_at": iso(s.deadline),
         "failing_closed": s.anomaly is not None,
         "last_anomaly": s.anomaly,
+        **(s.summary or {}),
     }
 
 
-def _anomaly(previous: dict[str, Any] | None, j: Judgement, now_w: float) -> dict[str, Any]:
+def _anomaly(previous: JsonObject | None, j: Judgement, now_w: float) -> JsonObject:
     """The anomaly a judged answer shows, dated from when that reason was first seen."""
     details = j.anomaly_details or {}
     same = previous is not None and previous.get("reason") == j.anomaly
-    out = {
+    out: JsonObject = {
         "reason": j.anomaly,
         "remote_status": j.remote_status,
         "missing_evidence": details.get("missing_evidence"),
@@ -111,90 +143,119 @@ def _anomaly(previous: dict[str, Any] | None, j: Judgement, now_w: float) -> dic
 
 
 def decide(
-    s: PollState,
+    e: Tracked,
     j: Judgement,
+    plan: Learned,
     now_w: float,
     now_m: float,
     p: PollingConfig,
     draw: float,
-    planned: float | None = None,
 ) -> Decision:
-    """The next step for a tracking in state ``s`` after a poll judged ``j``.
+    """The next state of tracking ``e`` after a poll judged ``j``, and what to do.
 
-    ``draw`` is a uniform number in [0, 1) for the jitter; wall times (the
-    judgement's) become monotonic ones by ``now_m - now_w``. ``planned`` is
-    adaptive polling's read (monotonic; ``engine/adaptive.py``), taken instead
-    of the backoff; every other rule below still wins over it.
+    ``plan`` is what adaptive polling learned from the read: the work's class and
+    start, and its planned next read (monotonic; ``engine/adaptive.py``), taken
+    instead of the backoff (every other rule below still wins over it). ``draw``
+    is a uniform number in [0, 1) for the jitter; wall times (the judgement's)
+    become monotonic ones by ``now_m - now_w``.
     """
-    d = Decision(
-        s.fingerprint, s.digest, s.remote_status, j.error, s.not_found_count, s.not_found_since
-    )
-    d.anomaly = s.anomaly
-    deadline_mono = s.deadline_mono
-    if j.budget_s is not None and defaulted(s, p):
+    s = e.state
+    effects: list[Effect] = []
+    deadline, deadline_mono, deadline_source = s.deadline, s.deadline_mono, s.deadline_source
+    if j.budget_s is not None and defaulted(s, e.created_at, p):
         # No deadline from the caller: the job's own budget, from the intake time.
-        d.deadline = s.created_at + min(j.budget_s + p.deadline_margin_s, p.max_deadline_s)
-        deadline_mono = d.deadline + (now_m - now_w)
+        deadline = e.created_at + min(j.budget_s + p.deadline_margin_s, p.max_deadline_s)
+        deadline_mono, deadline_source = deadline + (now_m - now_w), DeadlineSource.DERIVED
+        effects.append(STORE_DEADLINE)
+    effects.extend(Report(snapshot, occurrence) for snapshot, occurrence in j.occurrences)
+    nf_count, nf_since = s.not_found_count, s.not_found_since
+    fingerprint, digest, status, anomaly = s.fingerprint, s.digest, s.remote_status, s.anomaly
+    changed = status_moved = False
+    end: End | None = None
     if j.label == "not_found":
-        if d.not_found_count == 0:
-            d.not_found_since = now_w
-        d.not_found_count += 1
-        confirmed = d.not_found_count >= p.not_found_confirmations
-        if confirmed and now_w - d.not_found_since >= p.not_found_min_s and not j.awaiting_work:
-            d.outcome = Outcome.NOT_FOUND
-            d.result = {"remote_id": shown_id(s.remote_id)}
+        if nf_count == 0:
+            nf_since = now_w
+        nf_count += 1
+        confirmed = nf_count >= p.not_found_confirmations
+        if confirmed and now_w - nf_since >= p.not_found_min_s and not j.awaiting_work:
+            result: JsonObject = {"remote_id": shown_id(e.remote_id)}
             if j.not_found_reason is not None:
-                d.result["reason"] = j.not_found_reason
-            d.result.update(
-                confirmations=d.not_found_count,
-                first_not_found_at=iso(d.not_found_since),
+                result["reason"] = j.not_found_reason
+            result.update(
+                confirmations=nf_count,
+                first_not_found_at=iso(nf_since),
                 last_not_found_at=iso(now_w),
                 **(j.summary or {}),
             )
-            return d
+            end = End(Outcome.NOT_FOUND, result)
     elif j.label == "ok":
-        d.not_found_count = 0
-    if j.phase is not None:
-        d.changed = j.fingerprint != s.fingerprint
-        d.status_moved = j.remote_status != s.remote_status
-        d.fingerprint, d.digest, d.remote_status = j.fingerprint, j.digest, j.remote_status
+        nf_count = 0
+    if end is None and j.phase is not None:
+        changed = j.fingerprint != s.fingerprint
+        status_moved = j.remote_status != s.remote_status
+        fingerprint, digest, status = j.fingerprint, j.digest, j.remote_status
         # A judged answer says whether the tracking is failing closed now.
-        d.anomaly = None if j.anomaly is None else _anomaly(s.anomaly, j, now_w)
+        anomaly = None if j.anomaly is None else _anomaly(s.anomaly, j, now_w)
         if j.phase in TERMINAL_PHASES:
-            d.outcome, d.result, d.conclude = j.phase.value, j.result, j.conclude
-            return d
-    if now_m >= deadline_mono:
-        d.outcome = Outcome.DEADLINE_EXCEEDED
-        d.result = {**deadline_result(s, d.last_error, d.deadline), **(j.summary or {})}
-        return d
-
-    d.delay = next_delay(
-        None if d.changed else s.delay, p.initial_delay_s, p.multiplier, p.max_delay_s
+            end = End(j.phase.value, j.result, j.conclude)
+    delay, due, reason = s.delay, 0.0, NextPollReason.BACKOFF
+    expired = end is None and now_m >= deadline_mono
+    if end is None and not expired:
+        backoff = next_delay(
+            None if changed else s.delay, p.initial_delay_s, p.multiplier, p.max_delay_s
+        )
+        delay, due = backoff, now_m + backoff * (1.0 + p.jitter * (2.0 * draw - 1.0))
+        if plan.due is not None:
+            # The backoff restarts from its first delay should the plan run out.
+            delay = None
+            due = min(max(plan.due, now_m), now_m + p.max_delay_s)
+            reason = NextPollReason.ADAPTIVE
+        to_mono = now_m - now_w
+        if j.label == "not_found" and not j.awaiting_work:
+            # Backoff must not stretch the confirmation window far past its minimum.
+            # The next read confirms the 404 (or not), whichever time it falls at.
+            soon = now_m + max(nf_since + p.not_found_min_s - now_w, p.initial_delay_s)
+            due, reason = min(due, soon), NextPollReason.NOT_FOUND_CONFIRMATION
+        if j.read_after is not None:
+            just_after = max(j.read_after + to_mono, now_m) + p.initial_delay_s
+            if just_after < due:
+                due, reason = just_after, NextPollReason.NEXT_RUN_AT
+        if j.next_run_at is not None and j.next_run_at + to_mono > due:
+            due, reason = j.next_run_at + to_mono, NextPollReason.NEXT_RUN_AT
+        if j.retry_after is not None and now_m + j.retry_after > due:
+            due, reason = now_m + j.retry_after, NextPollReason.RETRY_AFTER
+        if due >= deadline_mono:
+            due, reason = deadline_mono, NextPollReason.DEADLINE
+    state = PollState(
+        polls=s.polls + 1,
+        last_polled_at=now_w,
+        remote_status=status,
+        fingerprint=fingerprint,
+        digest=digest,
+        last_error=j.error,
+        delay=delay,
+        not_found_count=nf_count,
+        not_found_since=nf_since,
+        anomaly=anomaly,
+        summary=j.summary or s.summary,  # transport trouble keeps the last
+        deadline=deadline,
+        deadline_mono=deadline_mono,
+        deadline_source=deadline_source,
+        work_class=plan.work_class,
+        started=plan.started,
     )
-    due = now_m + d.delay * (1.0 + p.jitter * (2.0 * draw - 1.0))
-    reason = NextPollReason.BACKOFF
-    if planned is not None:
-        # The backoff restarts from its first delay should the plan run out.
-        d.delay = None
-        due, reason = min(max(planned, now_m), now_m + p.max_delay_s), NextPollReason.ADAPTIVE
-    to_mono = now_m - now_w
-    if j.label == "not_found" and not j.awaiting_work:
-        # Backoff must not stretch the confirmation window far past its minimum.
-        # The next read confirms the 404 (or not), whichever time it falls at.
-        soon = now_m + max(d.not_found_since + p.not_found_min_s - now_w, p.initial_delay_s)
-        due, reason = min(due, soon), NextPollReason.NOT_FOUND_CONFIRMATION
-    if j.read_after is not None:
-        just_after = max(j.read_after + to_mono, now_m) + p.initial_delay_s
-        if just_after < due:
-            due, reason = just_after, NextPollReason.NEXT_RUN_AT
-    if j.next_run_at is not None and j.next_run_at + to_mono > due:
-        due, reason = j.next_run_at + to_mono, NextPollReason.NEXT_RUN_AT
-    if j.retry_after is not None and now_m + j.retry_after > due:
-        due, reason = now_m + j.retry_after, NextPollReason.RETRY_AFTER
-    if due >= deadline_mono:
-        due, reason = deadline_mono, NextPollReason.DEADLINE
-    d.due, d.reason = due, reason
-    return d
+    if expired:
+        end = End(Outcome.DEADLINE_EXCEEDED, deadline_result(e.remote_id, state))
+    if end is not None:
+        effects.append(end)
+        return Decision(state, effects, changed)
+    effects.append(ReadAt(due, reason))
+    status_event = status_moved and e.notify == "all"
+    # A read that changed nothing is not written: the counters live in the entry (the API
+    # shows them) and are checkpointed at shutdown and with the terminal state.
+    if changed or status_event or j.error != s.last_error:
+        effects.append(Write(j.remote if changed else None, changed, status_event))
+    return Decision(state, effects, changed)
 
 
 # -- backoff ------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from orchestrator.clock import Clock
 from orchestrator.config import Settings
 from orchestrator.engine.book import Book
 from orchestrator.engine.cancel import CancelAnswer, cancel
-from orchestrator.engine.decision import Decision, decide, jittered
+from orchestrator.engine.decision import End, ReadAt, Report, StoreDeadline, Write, decide, jittered
 from orchestrator.engine.entry import Entry
 from orchestrator.engine.finishing import Finisher, abandoned_result
 from orchestrator.engine.learner import Learner
@@ -35,7 +35,7 @@ from orchestrator.metrics import Metrics
 from orchestrator.platform.run_history import RunHistory
 from orchestrator.platform.stop_retries import RetryStopper, StopAnswer
 from orchestrator.store.base import ActiveSource, Store, Tracking
-from orchestrator.vocabulary import DeadlineSource, NextPollReason
+from orchestrator.vocabulary import NextPollReason
 from orchestrator.workspace.client import WorkspaceClient
 from orchestrator.workspace.enums import keep_enums_fresh
 
@@ -180,15 +180,16 @@ class Engine:
             await self._apply(entry, judgement)
 
     async def _apply(self, entry: Entry, j: Judgement) -> None:
-        """The one place a poll's decision takes effect: metrics, state, events, schedule."""
+        """The one place a poll's decision takes effect: the metrics of its reads, the
+        entry's next state, then each effect in the order the decision gives."""
         ws, kind = entry.workspace, entry.kind
         now_w, now_m = self.clock.now(), self.clock.monotonic()
         pm = self.poll_metrics
         for label, duration in j.reads:
             pm.polled(ws, kind, label, duration)
         pm.set_up(ws, j.answered)
-        learned = self.learner.observe(entry, j, self.clients[ws].enums.get(kind), now_w, now_m)
-        d = decide(entry, j, now_w, now_m, self.polling, self.rng.random(), learned.due)
+        plan = self.learner.observe(entry, j, self.clients[ws].enums.get(kind), now_w, now_m)
+        d = decide(entry, j, plan, now_w, now_m, self.polling, self.rng.random())
         if j.anomaly is not None:
             pm.anomaly(ws, kind, j.anomaly)
             if d.changed:  # logged once per anomalous body, not once per read of it
@@ -201,59 +202,43 @@ class Engine:
                         "missing_evidence": (j.anomaly_details or {}).get("missing_evidence"),
                     }},
                 )  # fmt: skip
-        entry.polls += 1
-        entry.last_polled_at = now_w
-        entry.work_class, entry.started = learned.work_class, learned.started
-        previous_error = entry.last_error
-        entry.fingerprint, entry.digest = d.fingerprint, d.digest
-        entry.remote_status, entry.last_error = d.remote_status, d.last_error
-        entry.not_found_count, entry.not_found_since, entry.anomaly = (
-            d.not_found_count,
-            d.not_found_since,
-            d.anomaly,
-        )
-        entry.summary = j.summary or entry.summary  # transport trouble keeps the last
-        if d.deadline is not None:  # derived from the job, once: stored before anything else
-            entry.deadline, entry.deadline_source = d.deadline, DeadlineSource.DERIVED
-            entry.deadline_mono = d.deadline + now_m - now_w
-            self.writer.add(entry.update(now_w, None, False, now_w, deadline_moved=True))
-        for snapshot, occurrence in j.occurrences:
-            tracking = entry.to_tracking(remote=snapshot, last_polled_at=now_w)
-            reported = self.events.occurrence(tracking, occurrence, now_w)
-            self.writer.add(entry.update(now_w, snapshot, True, now_w, reported))
-        if d.outcome is not None:
-            await self._finish(entry, j, d, now_w)
-            return
-        entry.delay = d.delay
-        self.book.schedule(entry, d.due, d.reason)
-        event = None
-        if d.status_moved and entry.notify == "all":
-            event = self.events.status_changed(
-                entry.to_tracking(remote=j.remote, last_polled_at=now_w), now_w
-            )
-        # A read that changed nothing is not written: the counters live in the entry (the API
-        # shows them) and are checkpointed at shutdown and with the terminal state.
-        if d.changed or event is not None or entry.last_error != previous_error:
-            remote = j.remote if d.changed else None
-            self.writer.add(entry.update(now_w, remote, d.changed, self._to_wall(d.due), event))
+        entry.state = d.state
+        for effect in d.effects:
+            match effect:
+                case ReadAt(due, reason):
+                    self.book.schedule(entry, due, reason)
+                case Write(remote, changed, status_event):
+                    event = None
+                    if status_event:
+                        shown = entry.to_tracking(remote=j.remote, last_polled_at=now_w)
+                        event = self.events.status_changed(shown, now_w)
+                    next_at = self._to_wall(entry.due)
+                    self.writer.add(entry.update(now_w, remote, changed, next_at, event))
+                case StoreDeadline():
+                    self.writer.add(entry.update(now_w, None, False, now_w, deadline_moved=True))
+                case Report(snapshot, occurrence):
+                    shown = entry.to_tracking(remote=snapshot, last_polled_at=now_w)
+                    reported = self.events.occurrence(shown, occurrence, now_w)
+                    self.writer.add(entry.update(now_w, snapshot, True, now_w, reported))
+                case End():
+                    await self._finish(entry, j, effect, now_w)
 
-    async def _finish(self, entry: Entry, j: Judgement, d: Decision, now_w: float) -> None:
-        assert d.outcome is not None
-        result = d.result
-        if d.conclude:
+    async def _finish(self, entry: Entry, j: Judgement, end: End, now_w: float) -> None:
+        result = end.result
+        if end.conclude:
             ticket = self.book.ticket(entry)
             client = self.clients[entry.workspace]
             result = await self.handlers[entry.kind].conclude(entry, client, j)
             if not self.book.holds(entry, ticket):
                 return  # ended or dropped while the side reads were made
-        await self.finisher.finish(entry, d.outcome, result, remote=j.remote, polled_at=now_w)
+        await self.finisher.finish(entry, end.outcome, result, remote=j.remote, polled_at=now_w)
 
     def live(self, t: Tracking) -> Tracking:
         """``t`` as stored, with the poll counters the engine holds in memory."""
         entry = self.entries.get(t.tracking_id)
         if entry is not None and t.state == "active":
-            t.polls = max(t.polls, entry.polls)
-            t.last_polled_at = entry.last_polled_at or t.last_polled_at
+            t.polls = max(t.polls, entry.state.polls)
+            t.last_polled_at = entry.state.last_polled_at or t.last_polled_at
             t.next_poll_at = self._to_wall(entry.due)
             t.next_poll_reason = entry.reason
         return t
@@ -265,7 +250,7 @@ class Engine:
         entry = self.entries.get(tracking_id)
         if entry is None:
             return None
-        result = abandoned_result(entry.remote_id, entry.remote_status)
+        result = abandoned_result(entry.remote_id, entry.state.remote_status)
         return await self.finisher.finish(entry, "abandoned", result)
 
     async def _expire(self, entry: Entry) -> None:
@@ -282,7 +267,7 @@ class Engine:
             self.clients[ws],
             kind,
             entry.remote_id,
-            entry.remote_status,
+            entry.state.remote_status,
             lambda result, seconds: self.poll_metrics.polled(ws, kind, result, seconds),
         )
         if answer.status == 202:
@@ -306,7 +291,7 @@ class Engine:
         """Read soon (after a cancel), still within the rate limit."""
         entry = self.entries.get(tracking_id)
         if entry is not None:
-            entry.delay = None  # the backoff starts over
+            entry.state = entry.state._replace(delay=None)  # the backoff starts over
             soon = self.clock.monotonic() + min(0.2, self.polling.initial_delay_s)
             self.book.schedule(entry, soon, NextPollReason.BACKOFF)
 

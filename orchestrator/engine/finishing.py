@@ -64,7 +64,7 @@ class Finisher:
 
     async def expire(self, entry: Entry) -> None:
         """The deadline passed while Retry-After forbade the last read."""
-        result = {**deadline_result(entry, entry.last_error), **(entry.summary or {})}
+        result = deadline_result(entry.remote_id, entry.state)
         await self.finish(entry, "deadline_exceeded", result)
 
     async def finish(
@@ -118,12 +118,12 @@ class Finisher:
                 terminal_at=now_w,
                 result=result,
                 event=event,
-                polls=entry.polls,
+                polls=entry.state.polls,
                 last_polled_at=last_polled_at,
-                remote_status=entry.remote_status,
+                remote_status=entry.state.remote_status,
                 remote=remote if remote_changed else None,
                 remote_changed=remote_changed,
-                last_error=entry.last_error,
+                last_error=entry.state.last_error,
             )
             done = await self._writer.finish([item])
         except StoreError as exc:

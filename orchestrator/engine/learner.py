@@ -121,7 +121,12 @@ class Learner:
         None: the usual first read)."""
         now_m = self._clock.monotonic()
         due = self._due(
-            entry.workspace, entry.kind, entry.work_class, entry.started, self._clock.now(), now_m
+            entry.workspace,
+            entry.kind,
+            entry.state.work_class,
+            entry.state.started,
+            self._clock.now(),
+            now_m,
         )
         return None if due is None else min(due, now_m + self._polling.max_delay_s)
 
@@ -132,7 +137,7 @@ class Learner:
         ended (learned here), and the planner's next read; the entry is left as it is.
         ``enums`` is None for a kind with no status route (a schedule): it learns from
         and plans by the work it saw beside (``class_work``), if any."""
-        work_class, started = entry.work_class, entry.started
+        work_class, started = entry.state.work_class, entry.state.started
         if j.class_work:
             return Learned(
                 work_class, started, self._beside(entry.workspace, j.class_work, now_w, now_m)

@@ -99,8 +99,9 @@ class EngineWriter:
                 # 100,000 updates in one go hold the loop 0.25 s (logged as a stall),
                 # 0.03-0.05 s with this; /healthz and the metrics answer while draining.
                 await asyncio.sleep(0)
-            if entry.last_polled_at is not None:
-                self.add(entry.update(entry.last_polled_at, None, False, to_wall(entry.due)))
+            polled_at = entry.state.last_polled_at
+            if polled_at is not None:
+                self.add(entry.update(polled_at, None, False, to_wall(entry.due)))
 
     def close(self) -> None:
         """No more writes: ``run`` writes what was sent, then returns."""

@@ -19,10 +19,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from orchestrator.clock import iso
 from orchestrator.config import load_settings
 from orchestrator.engine.adaptive import backoff_reads, next_read, plan_grid, read_grid
-from orchestrator.engine.decision import decide
+from orchestrator.engine.decision import ReadAt, decide
 from orchestrator.engine.durations import DurationSketch
 from orchestrator.engine.entry import Entry
-from orchestrator.engine.learner import DurationCollector, Learner
+from orchestrator.engine.learner import DurationCollector, Learned, Learner
 from orchestrator.interpret import Phase, fallback_enums
 from orchestrator.kinds.base import Judgement
 from orchestrator.metrics import Metrics
@@ -69,9 +69,7 @@ def entry(clock: FakeClock, work_class: str | None = "fn.a", n: int = 1) -> Entr
         f"trk_{n}", "default", "function_job", f"J-{n}", "active", None, None, None, None,
         0, None, None, None, clock.now() + 3600, clock.now(), None, {}, None, None, "terminal",
     )  # fmt: skip
-    e = Entry(t, clock.monotonic() + 3600)
-    e.work_class = work_class
-    return e
+    return Entry(t, clock.monotonic() + 3600, work_class)
 
 
 def pending() -> Judgement:
@@ -81,7 +79,7 @@ def pending() -> Judgement:
 def planned_age(lr: Learner, clock: FakeClock, e: Entry) -> float | None:
     """The age of the work at the read the planner would make next (None: backoff)."""
     due = lr.observe(e, pending(), ENUMS, clock.now(), clock.monotonic()).due
-    return None if due is None else due - clock.monotonic() + (clock.now() - e.started)
+    return None if due is None else due - clock.monotonic() + (clock.now() - e.state.started)
 
 
 def teach(lr: Learner, durations: list[float], work_class: str = "fn.a") -> None:
@@ -167,7 +165,7 @@ def test_recovers_after_a_drift() -> None:
     teach(lr, [rng.uniform(5.9, 6.1) for _ in range(3)])
     clock.advance(2.0)  # the grid is drawn again at most once a second
     older = entry(clock, n=3)
-    older.started = clock.now() - 3.5
+    older.state = older.state._replace(started=clock.now() - 3.5)
     age = planned_age(lr, clock, older)
     assert age is not None and 5.9 <= age <= 6.1 + 2 * TARGET
     # And once the old durations have faded, the first read is at the new ones.
@@ -203,23 +201,28 @@ def test_a_plan_never_passes_the_deadline_max_delay_or_a_retry_after() -> None:
     clock = FakeClock()
     e = entry(clock)
     p = load_settings(None, polling={"max_delay_s": 8.0}).polling
+
+    def read(j: Judgement, planned: float) -> ReadAt:
+        plan = Learned(e.state.work_class, e.state.started, planned)
+        d = decide(e, j, plan, clock.now(), clock.monotonic(), p, 0.5)
+        assert d.next_read is not None
+        return d.next_read
+
     far = clock.monotonic() + 100
-    d = decide(e, pending(), clock.now(), clock.monotonic(), p, 0.5, far)
-    assert (d.due, d.reason) == (clock.monotonic() + 8.0, NextPollReason.ADAPTIVE)
+    assert read(pending(), far) == (clock.monotonic() + 8.0, NextPollReason.ADAPTIVE)
     soon = clock.monotonic() + 2.0
     limited = Judgement("rate_limited", (), answered=True, retry_after=5.0)
-    d = decide(e, limited, clock.now(), clock.monotonic(), p, 0.5, soon)
-    assert d.due >= clock.monotonic() + 5.0 and d.reason is NextPollReason.RETRY_AFTER
-    e.deadline_mono = clock.monotonic() + 1.0
-    d = decide(e, pending(), clock.now(), clock.monotonic(), p, 0.5, soon)
-    assert (d.due, d.reason) == (e.deadline_mono, NextPollReason.DEADLINE)
+    r = read(limited, soon)
+    assert r.due >= clock.monotonic() + 5.0 and r.reason is NextPollReason.RETRY_AFTER
+    e.state = e.state._replace(deadline_mono=clock.monotonic() + 1.0)
+    assert read(pending(), soon) == (e.state.deadline_mono, NextPollReason.DEADLINE)
     waiting = Judgement("ok", (), answered=True, phase=Phase.PENDING, next_run_at=clock.now() + 4.0)
-    d = decide(e, waiting, clock.now(), clock.monotonic(), p, 0.5, soon)
-    assert d.reason is NextPollReason.DEADLINE  # NextRunAt (4 s) is past the deadline (1 s)
-    e.deadline_mono = clock.monotonic() + 100
-    d = decide(e, waiting, clock.now(), clock.monotonic(), p, 0.5, soon)
-    assert d.due == pytest.approx(clock.monotonic() + 4.0)
-    assert d.reason is NextPollReason.NEXT_RUN_AT
+    # NextRunAt (4 s) is past the deadline (1 s)
+    assert read(waiting, soon).reason is NextPollReason.DEADLINE
+    e.state = e.state._replace(deadline_mono=clock.monotonic() + 100)
+    r = read(waiting, soon)
+    assert r.due == pytest.approx(clock.monotonic() + 4.0)
+    assert r.reason is NextPollReason.NEXT_RUN_AT
 
 
 def test_the_job_s_own_class_wins_over_the_hint(caplog: pytest.LogCaptureFixture) -> None:
@@ -380,7 +383,7 @@ def test_a_resumed_tracking_keeps_its_class_and_its_work_s_start() -> None:
         again.transport.script(path, reply)
         assert await again.engine.resume(again.store) == 1
         entry = again.engine.entries["trk_long"]
-        assert (entry.work_class, entry.started) == ("fn.steady", EPOCH + created)
+        assert (entry.state.work_class, entry.state.started) == ("fn.steady", EPOCH + created)
         while again.transport.count(path) < 1:  # the resumed first read (the same body)
             await asyncio.sleep(0.05)
         await asyncio.sleep(0.1)

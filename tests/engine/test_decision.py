@@ -10,7 +10,9 @@ from hypothesis import strategies as st
 
 from orchestrator.clock import iso
 from orchestrator.config import PollingConfig
-from orchestrator.engine.decision import decide
+from orchestrator.engine.decision import STORE_DEADLINE, Decision, Write, decide
+from orchestrator.engine.entry import PollState
+from orchestrator.engine.learner import Learned
 from orchestrator.interpret import Phase
 from orchestrator.kinds.base import Judgement
 from orchestrator.vocabulary import NextPollReason
@@ -22,7 +24,10 @@ EPS = 1e-6  # wall times near 1.8e9 convert to monotonic ones within a microseco
 
 @dataclass
 class State:
+    """A tracking as decide() reads it, with its poll state's fields set one by one."""
+
     remote_id: str = "J-1"
+    notify: str = "all"
     created_at: float = NOW_W - 60
     remote_status: str | None = "Queued"
     fingerprint: str = "fp"
@@ -35,6 +40,34 @@ class State:
     last_error: dict[str, Any] | None = None
     anomaly: dict[str, Any] | None = None
     deadline_source: str | None = "caller"
+
+    @property
+    def state(self) -> PollState:
+        return PollState(
+            3, None, self.remote_status, self.fingerprint, self.digest, self.last_error,
+            self.delay, self.not_found_count, self.not_found_since, self.anomaly, None,
+            self.deadline, self.deadline_mono, self.deadline_source, None, self.created_at,
+        )  # fmt: skip
+
+
+def decide_(
+    s: State, j: Judgement, now_w: float = NOW_W, now_m: float = NOW_M, draw: float = 0.5
+) -> Decision:
+    return decide(s, j, Learned(None, s.created_at, None), now_w, now_m, P, draw)
+
+
+def due(d: Decision) -> float:
+    assert d.next_read is not None
+    return d.next_read.due
+
+
+def outcome(d: Decision) -> str | None:
+    return None if d.end is None else d.end.outcome
+
+
+def result(d: Decision) -> dict[str, Any]:
+    assert d.end is not None and d.end.result is not None
+    return d.end.result
 
 
 labels = st.sampled_from(["ok", "not_found", "timeout", "http_5xx", "rate_limited"])
@@ -59,56 +92,60 @@ def test_the_next_read_is_never_after_the_deadline_nor_inside_a_wait(
     next_run_at = None if next_run_in is None else NOW_W + next_run_in
     j = Judgement(label, (), retry_after=retry_after, phase=phase, fingerprint="fp",
                   next_run_at=next_run_at if phase else None)  # fmt: skip
-    d = decide(s, j, NOW_W, NOW_M, P, draw)
+    d = decide_(s, j, draw=draw)
     if s.deadline_mono <= NOW_M:
-        assert d.outcome == "deadline_exceeded"
+        assert outcome(d) == "deadline_exceeded"
         return
-    if d.outcome is not None:
-        assert d.outcome == "not_found" and label == "not_found"
+    if outcome(d) is not None:
+        assert outcome(d) == "not_found" and label == "not_found"
         return
-    assert NOW_M < d.due <= s.deadline_mono
-    if d.due < s.deadline_mono:
+    assert NOW_M < due(d) <= s.deadline_mono
+    if due(d) < s.deadline_mono:
         if retry_after is not None:
-            assert d.due >= NOW_M + retry_after - EPS
+            assert due(d) >= NOW_M + retry_after - EPS
         if j.next_run_at is not None:
-            assert d.due >= NOW_M + next_run_in - EPS  # type: ignore[operator]
+            assert due(d) >= NOW_M + next_run_in - EPS  # type: ignore[operator]
     else:
-        assert d.reason is NextPollReason.DEADLINE
-    assert d.reason in NextPollReason
+        assert d.next_read is not None and d.next_read.reason is NextPollReason.DEADLINE
 
 
 def test_backoff_grows_by_the_multiplier_and_stops_at_the_cap() -> None:
     s = State(delay=20.0)
     j = Judgement("ok", (), unchanged=True)
-    d = decide(s, j, NOW_W, NOW_M, P, 0.5)  # draw 0.5: no jitter either way
-    assert d.delay == P.max_delay_s and d.due == NOW_M + P.max_delay_s
-    assert d.reason is NextPollReason.BACKOFF and not d.changed
+    d = decide_(s, j)  # draw 0.5: no jitter either way
+    assert d.state.delay == P.max_delay_s and due(d) == NOW_M + P.max_delay_s
+    assert d.next_read is not None and d.next_read.reason is NextPollReason.BACKOFF
+    assert not d.changed and not any(isinstance(e, Write) for e in d.effects)  # nothing new
 
 
 def test_a_change_restarts_the_backoff_and_is_marked_changed() -> None:
     j = Judgement("ok", (), phase=Phase.PENDING, fingerprint="other", remote_status="Leased")
-    d = decide(State(delay=16.0), j, NOW_W, NOW_M, P, 0.5)
-    assert d.changed and d.status_moved and d.delay == P.initial_delay_s
+    d = decide_(State(delay=16.0), j)
+    assert d.changed and d.state.delay == P.initial_delay_s
+    assert d.effects[-1] == Write(None, True, True)  # stored, with a status_changed event
+    quiet = decide_(State(delay=16.0, notify="terminal"), j)
+    assert quiet.effects[-1] == Write(None, True, False)
 
 
 @given(draw=st.floats(0.0, 0.999))
 def test_jitter_stays_within_its_bounds(draw: float) -> None:
-    d = decide(State(delay=4.0), Judgement("ok", (), unchanged=True), NOW_W, NOW_M, P, draw)
-    assert 8.0 * (1 - P.jitter) - EPS <= d.due - NOW_M <= 8.0 * (1 + P.jitter) + EPS
+    d = decide_(State(delay=4.0), Judgement("ok", (), unchanged=True), draw=draw)
+    assert 8.0 * (1 - P.jitter) - EPS <= due(d) - NOW_M <= 8.0 * (1 + P.jitter) + EPS
 
 
 def test_a_terminal_phase_finishes_with_the_handlers_result() -> None:
     j = Judgement("ok", (), phase=Phase.FAILED, fingerprint="f2", result={"x": 1}, conclude=True)
-    d = decide(State(), j, NOW_W, NOW_M, P, 0.5)
-    assert (d.outcome, d.result, d.conclude) == ("failed", {"x": 1}, True)
+    d = decide_(State(), j)
+    assert d.end is not None and d.end == ("failed", {"x": 1}, True)
+    assert d.next_read is None
 
 
 def test_an_anomaly_keeps_polling() -> None:
     j = Judgement(
         "ok", (), phase=Phase.ANOMALY, fingerprint="f3", anomaly="completed_without_evidence"
     )
-    d = decide(State(), j, NOW_W, NOW_M, P, 0.5)
-    assert d.outcome is None and d.due > NOW_M
+    d = decide_(State(), j)
+    assert outcome(d) is None and due(d) > NOW_M
 
 
 def test_a_deadline_while_failing_closed_says_why() -> None:
@@ -117,31 +154,31 @@ def test_a_deadline_while_failing_closed_says_why() -> None:
     anomalous = Judgement("ok", (), phase=Phase.ANOMALY, fingerprint="fp2",
                           remote_status="Completed", anomaly="completed_without_evidence",
                           anomaly_details=details)  # fmt: skip
-    first = decide(s, anomalous, NOW_W, NOW_M, P, 0.5)
-    assert first.outcome is None and first.anomaly is not None
-    s.anomaly = first.anomaly
+    first = decide_(s, anomalous)
+    assert first.end is None and first.state.anomaly is not None
+    s.anomaly = first.state.anomaly
     # Transport trouble on the last read: still failing closed, and on what.
     trouble = Judgement("timeout", (), error={"kind": "timeout", "message": "read timed out"})
-    late = decide(s, trouble, NOW_W + 20, NOW_M + 20, P, 0.5)
-    assert late.outcome == "deadline_exceeded" and late.result is not None
-    assert late.result["failing_closed"] is True
-    last = late.result["last_anomaly"]
+    late = decide_(s, trouble, NOW_W + 20, NOW_M + 20)
+    assert outcome(late) == "deadline_exceeded"
+    assert result(late)["failing_closed"] is True
+    last = result(late)["last_anomaly"]
     assert last["reason"] == "completed_without_evidence"
     assert last["missing_evidence"] == ["run.result_summary"]
     assert last["remote_status"] == "Completed"
-    assert last["first_seen_at"] == first.anomaly["first_seen_at"]
-    assert late.result["last_error"]["kind"] == "timeout"
+    assert last["first_seen_at"] == first.state.anomaly["first_seen_at"]
+    assert result(late)["last_error"]["kind"] == "timeout"
 
 
 def test_an_ordinary_answer_ends_failing_closed() -> None:
     s = State(anomaly={"reason": "unknown_status", "first_seen_at": "x", "last_seen_at": "x"})
     ordinary = Judgement("ok", (), phase=Phase.PENDING, fingerprint="fp", remote_status="Leased")
-    d = decide(s, ordinary, NOW_W, NOW_M, P, 0.5)
-    assert d.anomaly is None
+    d = decide_(s, ordinary)
+    assert d.state.anomaly is None
     s.anomaly, s.deadline_mono = None, NOW_M
-    ended = decide(s, ordinary, NOW_W, NOW_M, P, 0.5)
-    assert ended.result is not None and ended.result["failing_closed"] is False
-    assert ended.result["last_anomaly"] is None
+    ended = decide_(s, ordinary)
+    assert result(ended)["failing_closed"] is False
+    assert result(ended)["last_anomaly"] is None
 
 
 def test_a_function_jobs_deadline_is_derived_once_from_its_budget() -> None:
@@ -149,17 +186,18 @@ def test_a_function_jobs_deadline_is_derived_once_from_its_budget() -> None:
     s = State(deadline_source="default", created_at=created)
     j = Judgement("ok", (), phase=Phase.PENDING, fingerprint="fp", remote_status="Leased",
                   budget_s=70.0)  # fmt: skip
-    d = decide(s, j, NOW_W, NOW_M, P, 0.5)
-    assert d.deadline == created + 70.0 + P.deadline_margin_s
-    assert d.due <= NOW_M + (d.deadline - NOW_W) + EPS  # the next read is within it
+    d = decide_(s, j)
+    assert d.effects[0] == STORE_DEADLINE and d.state.deadline_source == "derived"
+    assert d.state.deadline == created + 70.0 + P.deadline_margin_s
+    assert due(d) <= NOW_M + (d.state.deadline - NOW_W) + EPS  # the next read is within it
     # A caller's deadline, or one already derived, is never replaced.
     for source in ("caller", "derived", None):
-        assert decide(State(deadline_source=source), j, NOW_W, NOW_M, P, 0.5).deadline is None
+        kept = decide_(State(deadline_source=source), j)
+        assert STORE_DEADLINE not in kept.effects and kept.state.deadline == State().deadline
     # Capped by polling.max_deadline_s; a derived deadline already past ends it now.
     huge = Judgement("ok", (), phase=Phase.PENDING, fingerprint="fp", budget_s=1e9)
-    assert decide(s, huge, NOW_W, NOW_M, P, 0.5).deadline == created + P.max_deadline_s
+    assert decide_(s, huge).state.deadline == created + P.max_deadline_s
     short = Judgement("ok", (), phase=Phase.PENDING, fingerprint="fp", budget_s=1.0)
-    ended = decide(State(deadline_source="default", created_at=NOW_W - 3600), short,
-                   NOW_W, NOW_M, P, 0.5)  # fmt: skip
-    assert ended.outcome == "deadline_exceeded" and ended.result is not None
-    assert ended.result["deadline_at"] == iso(NOW_W - 3600 + 1.0 + P.deadline_margin_s)
+    ended = decide_(State(deadline_source="default", created_at=NOW_W - 3600), short)
+    assert outcome(ended) == "deadline_exceeded"
+    assert result(ended)["deadline_at"] == iso(NOW_W - 3600 + 1.0 + P.deadline_margin_s)
