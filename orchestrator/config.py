@@ -30,6 +30,7 @@ from pydantic_settings import (
 )
 
 from orchestrator.errors import ConfigError
+from orchestrator.vocabulary import KINDS, Kind
 
 DEFAULT_CONFIG_PATH = Path("config/orchestrator.toml")
 # polling.stall_lag_s when unset: a sixth of store.lease_timeout_s, at most this.
@@ -162,6 +163,14 @@ class WorkspacePaths(_Section):
     function_runs: str = _ADMIN + "/function-operations/runs"
     operations_job: str = _ADMIN + "/function-operations/jobs/{id}"
     stop_retries: str = _ADMIN + "/function-operations/jobs/{id}/stop-retries"
+
+    def route(self, kind: Kind) -> str:
+        """The kind's own route ({id}); a ValueError for a kind found by filter."""
+        key = KINDS[kind].route
+        if key is None:
+            raise ValueError(f"kind {kind} has no route of its own")
+        route: str = getattr(self, key)
+        return route
 
     @field_validator("*")
     @classmethod

@@ -9,7 +9,9 @@ This module imports nothing of the project, so every package may import it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
+from typing import Literal
 
 
 class Kind(StrEnum):
@@ -24,20 +26,52 @@ class Kind(StrEnum):
     ACTION_WORK = "action_work"
 
 
-# The kinds whose id is read from one status route and judged by the interpreter;
-# a schedule is followed through its occurrences instead.
-STATUS_KINDS: tuple[Kind, ...] = (
-    Kind.FUNCTION_JOB,
-    Kind.NET_OPERATION_BUILD,
-    Kind.WORKSPACE_UI_BUILD,
-)
+@dataclass(frozen=True, slots=True)
+class KindSpec:
+    """One kind, declared once: intake, the workspace client, the enum refresh, the
+    metrics and the handler registry (``kinds/__init__.py``) are derived from these."""
 
+    kind: Kind
+    # status: one status route, judged by the interpreter; schedule: the schedule and
+    # its occurrences; found: work found by filter through Function operations.
+    family: Literal["status", "schedule", "found"]
+    route: str | None  # the ``workspaces.paths`` key of its own route ({id}), if any
+    enums: Kind | None  # whose OpenAPI enums judge its bodies
+    class_field: Literal["function_key", "build_kind"] | None  # intake's class hint
+
+
+KINDS: dict[Kind, KindSpec] = {
+    spec.kind: spec
+    for spec in (
+        KindSpec(Kind.FUNCTION_JOB, "status", "function_job", Kind.FUNCTION_JOB, "function_key"),
+        KindSpec(
+            Kind.NET_OPERATION_BUILD,
+            "status",
+            "net_operation_build",
+            Kind.NET_OPERATION_BUILD,
+            "build_kind",
+        ),
+        KindSpec(
+            Kind.WORKSPACE_UI_BUILD,
+            "status",
+            "workspace_ui_build",
+            Kind.WORKSPACE_UI_BUILD,
+            "build_kind",
+        ),
+        KindSpec(Kind.SCHEDULE, "schedule", "schedule", None, None),
+        KindSpec(Kind.TRIGGER_WORK, "found", None, Kind.FUNCTION_JOB, None),
+        KindSpec(Kind.ACTION_WORK, "found", None, Kind.FUNCTION_JOB, None),
+    )
+}
+
+# The kinds whose id is read from one status route and judged by the interpreter.
+STATUS_KINDS = tuple(k for k, spec in KINDS.items() if spec.family == "status")
 # The kinds that have no id the caller was handed: named by the platform's
 # filters, found through Function operations (CONTRACT section 8).
-FILTER_KINDS: tuple[Kind, ...] = (Kind.TRIGGER_WORK, Kind.ACTION_WORK)
-
-
-BUILD_KINDS: tuple[Kind, ...] = (Kind.NET_OPERATION_BUILD, Kind.WORKSPACE_UI_BUILD)
+FILTER_KINDS = tuple(k for k, spec in KINDS.items() if spec.family == "found")
+BUILD_KINDS = tuple(k for k, spec in KINDS.items() if spec.class_field == "build_kind")
+# A build's own kind (its body's Kind): the work class of a build tracking.
+BUILD_CLASSES = ("Build", "Check")
 
 
 class BuildReasonCode(StrEnum):

@@ -19,13 +19,6 @@ from orchestrator.interpret import extract_polling_url, extract_remote_id, polli
 from orchestrator.store.base import NewTracking
 from orchestrator.vocabulary import FILTER_KINDS, DeadlineSource, Kind
 
-_PATHS = {
-    Kind.FUNCTION_JOB: lambda w: w.paths.function_job,
-    Kind.NET_OPERATION_BUILD: lambda w: w.paths.net_operation_build,
-    Kind.WORKSPACE_UI_BUILD: lambda w: w.paths.workspace_ui_build,
-    Kind.SCHEDULE: lambda w: w.paths.schedule,
-}
-
 
 class TrackingIds:
     """``trk_`` + a millisecond (48 bits) + 48 bits, in hex, strictly increasing here.
@@ -149,7 +142,7 @@ def _remote_id(body: IntakeBody, workspace: WorkspaceConfig) -> str:
     if body.remote_id is not None and body.remote_id != found:
         raise _invalid("remote_id", "does not match the id in enqueue_response")
     url = extract_polling_url(body.enqueue_response)
-    template = _PATHS[body.kind](workspace)
+    template = workspace.paths.route(body.kind)
     if url is not None and not polling_url_matches(url, workspace.base_url, template, found):
         raise _invalid(
             "enqueue_response", "its polling URL does not resolve to this workspace's status route"

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from orchestrator.vocabulary import (
     FILTER_KINDS,
+    KINDS,
     DeadlineSource,
     ErrorKind,
     Kind,
@@ -181,10 +182,10 @@ class IntakeBody(BaseModel):
             raise ValueError("remote_id: one of remote_id or enqueue_response is required")
         if self.deadline_at is not None and self.timeout_s is not None:
             raise ValueError("timeout_s: give deadline_at or timeout_s, not both")
-        if self.function_key is not None and self.kind is not Kind.FUNCTION_JOB:
+        takes = KINDS[self.kind].class_field
+        if self.function_key is not None and takes != "function_key":
             raise ValueError("function_key: only for kind function_job")
-        builds = (Kind.NET_OPERATION_BUILD, Kind.WORKSPACE_UI_BUILD)
-        if self.build_kind is not None and self.kind not in builds:
+        if self.build_kind is not None and takes != "build_kind":
             raise ValueError("build_kind: only for the build kinds")
         return self
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from orchestrator.interpret import EnumMap
 from orchestrator.interpret._read import as_int, as_mapping, as_timestamp, get_ci
+from orchestrator.vocabulary import BUILD_CLASSES
 
-BUILD_KINDS = ("Build", "Check")
 # A class becomes a metric label value: printable, short, no spaces.
 CLASS_RE = re.compile(r"[A-Za-z0-9._:/@+-]{1,200}")
 
@@ -57,4 +57,4 @@ def build_kind(raw: Any, enums: EnumMap) -> str | None:
     if not isinstance(name, str):
         return None
     folded = name.strip().casefold()
-    return next((k for k in BUILD_KINDS if k.casefold() == folded), None)
+    return next((k for k in BUILD_CLASSES if k.casefold() == folded), None)

@@ -23,7 +23,6 @@ BUILD_STATUSES = ("Queued", "Running", "Succeeded", "Failed", "Cancelled")
 # FunctionRunStatus is not printed in the platform documentation: these names are
 # accepted on the wire, but its integers come only from the OpenAPI document.
 RUN_STATUSES = ("Running", "Success", "Failed", "Skipped", "Cancelled", "TimedOut")
-BUILD_KINDS = ("Build", "Check")
 
 _FALLBACK: dict[str, dict[str, dict[int, str]]] = {
     Kind.FUNCTION_JOB: {"status": dict(enumerate(JOB_STATUSES))},

@@ -31,13 +31,12 @@ from orchestrator.interpret._read import (
     label,
 )
 from orchestrator.interpret.enums import (
-    BUILD_KINDS,
     BUILD_STATUSES,
     JOB_STATUSES,
     RUN_STATUSES,
 )
 from orchestrator.interpret.verdict import EnumMap, Phase, Verdict
-from orchestrator.vocabulary import STATUS_KINDS
+from orchestrator.vocabulary import BUILD_CLASSES, STATUS_KINDS
 
 _Outcome = Literal["ok", "unreadable", "unresolved", "unknown"]
 
@@ -211,11 +210,11 @@ def missing_evidence(run: Mapping[str, Any] | None, run_status: str | None) -> l
 def _build(kind: str, model: Mapping[str, Any], status: str, enums: EnumMap) -> Verdict:
     kind_raw = get_ci(model, "Kind")
     build_kind, _ = (
-        _enum_name(kind_raw, enums, "kind", BUILD_KINDS)
+        _enum_name(kind_raw, enums, "kind", BUILD_CLASSES)
         if kind_raw is not None
         else (None, "unreadable")
     )
-    if build_kind not in BUILD_KINDS:
+    if build_kind not in BUILD_CLASSES:
         build_kind = None
     phase = _BUILD_PHASES[status]
     artifact_id = _id(get_ci(model, "ArtifactId"))

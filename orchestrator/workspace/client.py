@@ -65,11 +65,7 @@ class WorkspaceClient:
             self._headers["Authorization"] = f"Bearer {token}"
         if replica:
             self._headers[REPLICA_HEADER] = replica
-        self._templates = {
-            "function_job": cfg.paths.function_job,
-            "net_operation_build": cfg.paths.net_operation_build,
-            "workspace_ui_build": cfg.paths.workspace_ui_build,
-        }
+        self._templates = {k.value: cfg.paths.route(k) for k in STATUS_KINDS}
         self.enums: dict[str, EnumMap] = {k.value: fallback_enums(k) for k in STATUS_KINDS}
         # The Function operations lists' filter names (documented ones until read).
         self.filters: FilterNames = fallback_filter_names("OpenAPI document not read yet")

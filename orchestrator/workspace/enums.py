@@ -11,7 +11,7 @@ import anyio
 from orchestrator.aio import wait_event
 from orchestrator.interpret.filters import ROUTES
 from orchestrator.metrics import Metrics
-from orchestrator.vocabulary import FILTER_KINDS, Kind
+from orchestrator.vocabulary import KINDS
 from orchestrator.workspace.client import WorkspaceClient
 
 log = logging.getLogger("orchestrator.workspace")
@@ -24,12 +24,10 @@ async def refresh_enums(clients: Mapping[str, WorkspaceClient], metrics: Metrics
     for name, client in clients.items():
         # Digests are keyed by the enums: bodies read under new ones are judged afresh.
         ok = await client.load_enums()
-        for kind, enum_map in client.enums.items():
-            fallback = 1 if enum_map.source == "fallback" else 0
-            metrics.enum_source.labels(workspace=name, kind=kind).set(fallback)
-            if kind == Kind.FUNCTION_JOB:
-                for found in FILTER_KINDS:  # read with the function job's enums
-                    metrics.enum_source.labels(workspace=name, kind=found).set(fallback)
+        for kind, spec in KINDS.items():
+            if spec.enums is not None:  # a kind found by filter reads the function job's
+                fallback = 1 if client.enums[spec.enums].source == "fallback" else 0
+                metrics.enum_source.labels(workspace=name, kind=kind).set(fallback)
         for route in ROUTES:
             on_fallback = 1 if route in client.filters.fallback else 0
             metrics.filter_names_fallback.labels(workspace=name, route=route).set(on_fallback)
