@@ -42,6 +42,12 @@ class Metrics:
             ["workspace", "kind"],
             registry=r,
         )
+        self.trace_context_ignored_total = Counter(
+            "orchestrator_trace_context_ignored_total",
+            "W3C trace context values ignored at intake as malformed (header or item field).",
+            ["field"],
+            registry=r,
+        )
         self.trackings_terminal_total = Counter(
             "orchestrator_trackings_terminal_total",
             "Trackings that reached a terminal outcome.",

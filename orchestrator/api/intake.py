@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -17,6 +17,7 @@ from orchestrator.config import Settings, WorkspaceConfig
 from orchestrator.errors import ApiProblem
 from orchestrator.interpret import extract_polling_url, extract_remote_id, polling_url_matches
 from orchestrator.store.base import NewTracking
+from orchestrator.tracecontext import TraceContext, received
 from orchestrator.vocabulary import FILTER_KINDS, DeadlineSource, Kind
 
 
@@ -83,11 +84,38 @@ def callback_allowed(url: str, allowlist: list[str]) -> bool:
     return False
 
 
+class TraceIntake:
+    """A request's W3C trace context: its headers', and each item's own instead when
+    it carries a ``traceparent``. Malformed values are ignored and counted, never refused."""
+
+    def __init__(self, headers: Mapping[str, str], ignored: Callable[[str], None]) -> None:
+        self._ignored = ignored
+        self.header = self._read(headers.get("traceparent"), headers.get("tracestate"))
+
+    def _read(self, traceparent: object, tracestate: object) -> TraceContext | None:
+        got = received(
+            None if traceparent is None else traceparent if isinstance(traceparent, str) else "",
+            None if tracestate is None else tracestate if isinstance(tracestate, str) else "",
+        )
+        for field in got.malformed:
+            self._ignored(field)
+        return got.context
+
+    def of(self, body: IntakeBody) -> TraceContext | None:
+        if body.traceparent is None:
+            return self.header
+        return self._read(body.traceparent, body.tracestate)
+
+
 def validate_intake(
-    raw: Any, settings: Settings, now: float, declared: DeclaredNames | None = None
+    raw: Any,
+    settings: Settings,
+    now: float,
+    declared: DeclaredNames | None = None,
+    trace: TraceIntake | None = None,
 ) -> NewTracking:
     """``declared(workspace)``: the filter names its OpenAPI document declares (None:
-    not known here), for work found by filter."""
+    not known here), for work found by filter; ``trace``: the request's trace context."""
     if not isinstance(raw, dict):
         raise _invalid("body", "must be a JSON object")
     try:
@@ -109,6 +137,7 @@ def validate_intake(
         body.callback_url, settings.events.callback_allowlist
     ):
         raise _invalid("callback_url", "not under any entry of events.callback_allowlist")
+    context = None if trace is None else trace.of(body)
     return NewTracking(
         tracking_id=new_tracking_id(),
         workspace=workspace.name,
@@ -124,6 +153,8 @@ def validate_intake(
         deadline_source=source,
         remote=remote,
         work_class=body.function_key or body.build_kind,
+        traceparent=None if context is None else context.traceparent,
+        tracestate=None if context is None else context.tracestate,
     )
 
 

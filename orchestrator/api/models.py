@@ -117,6 +117,16 @@ class IntakeBody(BaseModel):
         default=None,
         description="Builds: the kind submitted, a hint of its class for adaptive polling.",
     )
+    # Never refused: a malformed value is ignored (W3C Trace Context), so any JSON value.
+    traceparent: Any = Field(
+        default=None,
+        description="W3C traceparent of this item, instead of the request's traceparent "
+        "header (with its tracestate). Malformed: ignored, the item then has none.",
+    )
+    tracestate: Any = Field(
+        default=None,
+        description="W3C tracestate, read with this item's own traceparent.",
+    )
 
     @field_validator("deadline_at", "since", mode="before")
     @classmethod

@@ -66,6 +66,26 @@ _TRACKING_ID = {
 }
 
 
+# W3C Trace Context of the request; malformed values are ignored, never refused.
+_TRACE_HEADERS = [
+    {
+        "name": "traceparent",
+        "in": "header",
+        "required": False,
+        "schema": {"type": "string"},
+        "description": "W3C traceparent: stored with each tracking the request creates "
+        "(a batch item's own `traceparent` field wins) and carried to its events.",
+    },
+    {
+        "name": "tracestate",
+        "in": "header",
+        "required": False,
+        "schema": {"type": "string"},
+        "description": "W3C tracestate, kept with a valid traceparent.",
+    },
+]
+
+
 def _query(name: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"name": name, "in": "query", "required": False, "schema": schema}
 
@@ -112,6 +132,7 @@ def build_openapi() -> dict[str, Any]:
         "/v1/trackings": {
             "post": {
                 "operationId": "createTracking",
+                "parameters": _TRACE_HEADERS,
                 "requestBody": _body(_ref(IntakeBody)),
                 "responses": {
                     "201": _json(_ref(TrackingOut), "New tracking"),
@@ -136,6 +157,7 @@ def build_openapi() -> dict[str, Any]:
         "/v1/trackings/batch": {
             "post": {
                 "operationId": "createTrackingsBatch",
+                "parameters": _TRACE_HEADERS,
                 "requestBody": _body({"$ref": "#/components/schemas/BatchBody"}),
                 "responses": {"200": _json(_ref(BatchOut), "Per-item answers"), **_ERRORS},
             }
@@ -143,6 +165,7 @@ def build_openapi() -> dict[str, Any]:
         "/v1/trackings/follow-ups": {
             "post": {
                 "operationId": "trackFollowUps",
+                "parameters": _TRACE_HEADERS,
                 "requestBody": _body(_ref(FollowUpsBody)),
                 "responses": {"200": _json(_ref(FollowUpsOut), "Trackings"), **_ERRORS},
             }

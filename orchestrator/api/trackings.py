@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import orjson
 from aiohttp import web
 
-from orchestrator.api.intake import follow_up_items, follow_up_probe, validate_intake
+from orchestrator.api.intake import (
+    TraceIntake,
+    follow_up_items,
+    follow_up_probe,
+    validate_intake,
+)
 from orchestrator.api.models import MAX_BATCH
 from orchestrator.api.problems import forwarded_problem
 from orchestrator.errors import (
@@ -109,12 +114,18 @@ def _accepting(rt: Runtime) -> None:
         )
 
 
+def _trace(request: web.Request) -> TraceIntake:
+    ignored = request.app[RUNTIME].metrics.trace_context_ignored_total
+    return TraceIntake(request.headers, lambda field: ignored.labels(field=field).inc())
+
+
 @routes.post("/v1/trackings")
 async def create_tracking(request: web.Request) -> web.Response:
     rt = request.app[RUNTIME]
     _accepting(rt)
     declared = tracker_of(rt).filter_names
-    item = validate_intake(await read_json(request), rt.settings, rt.clock.now(), declared)
+    trace = _trace(request)
+    item = validate_intake(await read_json(request), rt.settings, rt.clock.now(), declared, trace)
     [(tracking, created)] = await tracker_of(rt).track([item])
     return json_response(tracking_resource(tracking), 201 if created else 200)
 
@@ -135,11 +146,12 @@ async def create_batch(request: web.Request) -> web.Response:
         )
     now = rt.clock.now()
     declared = tracker_of(rt).filter_names
+    trace = _trace(request)
     answers: list[dict[str, Any] | None] = []
     valid: list[NewTracking] = []
     for i, item in enumerate(items):
         try:
-            valid.append(validate_intake(item, rt.settings, now, declared))
+            valid.append(validate_intake(item, rt.settings, now, declared, trace))
             answers.append(None)
         except ApiProblem as problem:
             body = problem.to_body()
@@ -162,7 +174,8 @@ async def create_follow_ups(request: web.Request) -> web.Response:
     _accepting(rt)
     body, bodies = follow_up_items(await read_json(request))
     now = rt.clock.now()
-    items = [validate_intake(b, rt.settings, now) for b in bodies]
+    trace = _trace(request)
+    items = [validate_intake(b, rt.settings, now, trace=trace) for b in bodies]
     if not items:
         validate_intake(follow_up_probe(body), rt.settings, now)  # nothing is tracked
     stored = await tracker_of(rt).track(items)

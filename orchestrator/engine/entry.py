@@ -65,6 +65,7 @@ class Entry:
         "resumed",
         "state",
         "ticket",
+        "trace",
         "tracking_id",
         "workspace",
     )
@@ -88,6 +89,8 @@ class Entry:
         self.labels = t.labels or _NO_LABELS
         self.correlation_id = t.correlation_id
         self.callback_url = t.callback_url
+        # The caller's trace context, for the events (None: the caller sent none).
+        self.trace = None if t.traceparent is None else (t.traceparent, t.tracestate)
         self.due = 0.0
         self.ticket = 0  # the book's: which schedule of the entry is current
         self.resumed = False  # resumed at start-up and not read yet by this process
@@ -152,6 +155,8 @@ class Entry:
             callback_url=self.callback_url,
             notify=self.notify,
             next_poll_reason=self.reason if state == "active" else None,
+            traceparent=None if self.trace is None else self.trace[0],
+            tracestate=None if self.trace is None else self.trace[1],
         )
 
     def update(

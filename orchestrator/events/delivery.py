@@ -23,10 +23,10 @@ from orchestrator.clock import Clock, iso
 from orchestrator.config import EventsConfig
 from orchestrator.errors import ConfigError, StoreUnavailable
 from orchestrator.events.bus import EventBus
-from orchestrator.events.cloudevents import CALLBACK, EventFactory, binary_mode, sink_destination
+from orchestrator.events.cloudevents import CALLBACK, EventFactory, outgoing, sink_destination
 from orchestrator.events.destination import Destination
 from orchestrator.events.policy import Decision, RetryPolicy
-from orchestrator.events.signing import secret_key, webhook_headers
+from orchestrator.events.signing import secret_key
 from orchestrator.events.sinkstate import SinkStates
 from orchestrator.metrics import DELIVERY_RESULTS, Metrics
 from orchestrator.store.base import Delivery, Store
@@ -40,8 +40,6 @@ from orchestrator.transport import (
 
 log = logging.getLogger(__name__)
 
-CONTENT_TYPE = "application/cloudevents+json"
-USER_AGENT = "moltaro-orchestrator"
 # Callbacks have no configuration of their own; this bounds one slow host's share.
 CALLBACK_MAX_IN_FLIGHT = 32
 # A claimed delivery stays invisible to other claims for the attempt's timeout
@@ -293,15 +291,11 @@ class DeliveryService:
         if not url:
             return Decision("dead", error="destination is not configured")
         assert self._transport is not None
-        if dest.binary:
-            headers, body = binary_mode(delivery.payload)
-            headers["User-Agent"] = USER_AGENT
-        else:
-            body = delivery.payload
-            headers = {"Content-Type": CONTENT_TYPE, "User-Agent": USER_AGENT}
         # Signed per attempt: the timestamp is fresh, the id and body never change.
         stamp = int(self._clock.now())
-        headers.update(webhook_headers(dest.secret, delivery.event_id, stamp, body))
+        headers, body = outgoing(
+            delivery.payload, dest.binary, dest.secret, delivery.event_id, stamp
+        )
         try:
             answer = await self._transport.send(
                 "POST", url, headers, body, self._events.delivery_timeout_s

@@ -49,6 +49,9 @@ class NewTracking:
     # The intake's hint of the work's class for adaptive polling (function_key,
     # build_kind): stored with the row, and replaced by the work's own once a read shows it.
     work_class: str | None = None
+    # The caller's W3C trace context (already checked): carried to the tracking's events.
+    traceparent: str | None = None
+    tracestate: str | None = None
 
 
 @dataclass(slots=True)
@@ -86,6 +89,9 @@ class Tracking:
     # last wrote them (None: not known), so that a resumed tracking keeps its plan.
     work_class: str | None = None
     work_started_at: float | None = None
+    # The caller's W3C trace context, as intake kept it (None: the caller sent none).
+    traceparent: str | None = None
+    tracestate: str | None = None
 
 
 @dataclass(slots=True)

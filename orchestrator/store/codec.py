@@ -107,6 +107,8 @@ def tracking(row: Sequence[Any]) -> Tracking:
         deadline_source=row[22],
         work_class=row[23],
         work_started_at=row[24],
+        traceparent=row[25],
+        tracestate=row[26],
     )
 
 
@@ -135,6 +137,8 @@ def new_tracking(item: NewTracking) -> Tracking:
         notify=item.notify,
         deadline_source=item.deadline_source,
         work_class=item.work_class,
+        traceparent=item.traceparent,
+        tracestate=item.tracestate,
     )
 
 
@@ -154,6 +158,8 @@ def insert_tracking_params(item: NewTracking) -> tuple[Any, ...]:
         item.deadline_source,
         None if item.remote is None else dump(item.remote),
         item.work_class,
+        item.traceparent,
+        item.tracestate,
     )
 
 

@@ -9,7 +9,7 @@ TRACKING_COLUMNS = (
     "tracking_id, workspace, kind, remote_id, state, outcome, remote_status, remote, result,"
     " polls, last_polled_at, next_poll_at, last_error, deadline_at, created_at, terminal_at,"
     " labels, correlation_id, callback_url, notify, remote_fingerprint, remote_digest,"
-    " deadline_source, work_class, work_started_at"
+    " deadline_source, work_class, work_started_at, traceparent, tracestate"
 )
 DELIVERY_COLUMNS = (
     "d.delivery_id, d.event_seq, e.event_id, d.destination, d.url, d.state, d.attempts,"
@@ -33,16 +33,16 @@ PROBE_WRITE = "UPDATE store_probe SET at = ? WHERE id = 1"
 
 # New trackings, many rows in ONE statement (see POLL_ROWS below for why); the
 # ids it returns are the rows that were new, the others' remote ids were known.
-INSERT_ROWS = 71  # 14 parameters a row: 994, under the oldest SQLite's limit of 999
+INSERT_ROWS = 62  # 16 parameters a row: 992, under the oldest SQLite's limit of 999
 
 
 @functools.lru_cache(maxsize=INSERT_ROWS)
 def insert_tracking_rows(rows: int) -> str:
-    values = ",".join(["(?, ?, ?, ?, 'active', 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
+    values = ",".join(["(?, ?, ?, ?, 'active', 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
     return (
         "INSERT INTO trackings (tracking_id, workspace, kind, remote_id, state, polls,"
         " next_poll_at, deadline_at, created_at, labels, correlation_id, callback_url, notify,"
-        " deadline_source, remote, work_class)"
+        " deadline_source, remote, work_class, traceparent, tracestate)"
         f" VALUES {values}"
         " ON CONFLICT (workspace, kind, remote_id) DO NOTHING RETURNING tracking_id"
     )

@@ -348,6 +348,21 @@ async def test_the_work_class_is_stored_from_intake_and_replaced_by_a_poll(store
     assert ended is not None and (ended.work_class, ended.work_started_at) == ("Check", 990.0)
 
 
+async def test_the_callers_trace_context_is_kept_as_given(store: Store) -> None:
+    parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    [(made, _), _] = await store.create_trackings(
+        [new(1, traceparent=parent, tracestate="k=v"), new(2)]
+    )
+    assert (made.traceparent, made.tracestate) == (parent, "k=v")
+    loaded = {t.tracking_id: t for t in await store.load_active()}
+    assert (loaded["trk_1"].traceparent, loaded["trk_1"].tracestate) == (parent, "k=v")
+    assert (loaded["trk_2"].traceparent, loaded["trk_2"].tracestate) == (None, None)
+    await store.record_polls([poll("trk_1", 1)])
+    await store.finish([finish("trk_1", "e-1")])
+    ended = await store.get_tracking("trk_1")
+    assert ended is not None and (ended.traceparent, ended.tracestate) == (parent, "k=v")
+
+
 async def test_many_classed_poll_results_in_one_call(store: Store) -> None:
     # More rows than one bulk statement holds, every one with a class.
     await store.create_trackings([new(i, work_class=f"fn.{i % 3}") for i in range(200)])
