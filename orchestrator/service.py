@@ -23,6 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
+from orchestrator import tracing
 from orchestrator.api.app import create_app
 from orchestrator.clock import SystemClock
 from orchestrator.config import Settings, api_tokens, split_listen
@@ -142,6 +143,7 @@ class Service:
             [w.name for w in s.workspaces], [sink.name for sink in s.events.sinks] + ["callback"]
         )
         bus = EventBus()
+        tracing.start()  # OpenTelemetry, if its environment variables ask for it
         runner: web.AppRunner | None = None
         engine_task: asyncio.Task[None] | None = None
         clients: dict[str, WorkspaceClient] = {}
@@ -209,6 +211,7 @@ class Service:
             for client in clients.values():
                 await client.close()
             await store.close()
+            await asyncio.to_thread(tracing.stop)  # the spans still buffered go out
         log.info("stopped", extra={"fields": {"failed": self.failed}})
         return 1 if self.failed else 0
 

@@ -10,6 +10,7 @@ from urllib.parse import unquote, urlsplit
 
 from pydantic import ValidationError
 
+from orchestrator import tracing
 from orchestrator.api.filter_intake import DeclaredNames, filter_intake, refuse_filter_fields
 from orchestrator.api.models import MAX_BATCH, FollowUpsBody, IntakeBody, valid_remote_id
 from orchestrator.api.problems import from_validation_error
@@ -100,6 +101,17 @@ class TraceIntake:
         for field in got.malformed:
             self._ignored(field)
         return got.context
+
+    def caller(self) -> tuple[str | None, str | None]:
+        h = self.header
+        return (None, None) if h is None else (h.traceparent, h.tracestate)
+
+    def continue_in(self, span: object) -> None:
+        """The intake's own span (tracing on): its context is what items without one
+        of their own store, so their polls and ending join the intake's trace."""
+        own = None if span is None else tracing.context_of(span)  # type: ignore[arg-type]
+        if own is not None:
+            self.header = TraceContext(*own)
 
     def of(self, body: IntakeBody) -> TraceContext | None:
         if body.traceparent is None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import orjson
 from aiohttp import web
 
+from orchestrator import tracing
 from orchestrator.api.intake import (
     TraceIntake,
     follow_up_items,
@@ -125,8 +126,12 @@ async def create_tracking(request: web.Request) -> web.Response:
     _accepting(rt)
     declared = tracker_of(rt).filter_names
     trace = _trace(request)
-    item = validate_intake(await read_json(request), rt.settings, rt.clock.now(), declared, trace)
-    [(tracking, created)] = await tracker_of(rt).track([item])
+    with tracing.server_span("POST", "/v1/trackings", *trace.caller()) as span:
+        trace.continue_in(span)
+        raw = await read_json(request)
+        item = validate_intake(raw, rt.settings, rt.clock.now(), declared, trace)
+        [(tracking, created)] = await tracker_of(rt).track([item])
+        tracing.answered(span, 201 if created else 200)
     return json_response(tracking_resource(tracking), 201 if created else 200)
 
 
@@ -149,16 +154,19 @@ async def create_batch(request: web.Request) -> web.Response:
     trace = _trace(request)
     answers: list[dict[str, Any] | None] = []
     valid: list[NewTracking] = []
-    for i, item in enumerate(items):
-        try:
-            valid.append(validate_intake(item, rt.settings, now, declared, trace))
-            answers.append(None)
-        except ApiProblem as problem:
-            body = problem.to_body()
-            if problem.field:
-                body["field"] = f"items.{i}.{problem.field}"
-            answers.append({"status": problem.status, "problem": body})
-    stored = iter(await tracker_of(rt).track(valid))
+    with tracing.server_span("POST", "/v1/trackings/batch", *trace.caller()) as span:
+        trace.continue_in(span)
+        for i, item in enumerate(items):
+            try:
+                valid.append(validate_intake(item, rt.settings, now, declared, trace))
+                answers.append(None)
+            except ApiProblem as problem:
+                body = problem.to_body()
+                if problem.field:
+                    body["field"] = f"items.{i}.{problem.field}"
+                answers.append({"status": problem.status, "problem": body})
+        stored = iter(await tracker_of(rt).track(valid))
+        tracing.answered(span, 200)
     out = []
     for answer in answers:
         if answer is None:
@@ -175,10 +183,13 @@ async def create_follow_ups(request: web.Request) -> web.Response:
     body, bodies = follow_up_items(await read_json(request))
     now = rt.clock.now()
     trace = _trace(request)
-    items = [validate_intake(b, rt.settings, now, trace=trace) for b in bodies]
-    if not items:
-        validate_intake(follow_up_probe(body), rt.settings, now)  # nothing is tracked
-    stored = await tracker_of(rt).track(items)
+    with tracing.server_span("POST", "/v1/trackings/follow-ups", *trace.caller()) as span:
+        trace.continue_in(span)
+        items = [validate_intake(b, rt.settings, now, trace=trace) for b in bodies]
+        if not items:
+            validate_intake(follow_up_probe(body), rt.settings, now)  # nothing is tracked
+        stored = await tracker_of(rt).track(items)
+        tracing.answered(span, 200)
     return json_response({"items": [tracking_resource(t) for t, _ in stored]})
 
 

@@ -275,7 +275,8 @@ class Book:
     def schedule(self, entry: Entry, due: float, reason: NextPollReason) -> None:
         """Read ``entry`` next at monotonic ``due`` (never past its deadline), for ``reason``."""
         entry.reason = reason
-        self.schedulers[entry.workspace].schedule(entry, min(due, entry.state.deadline_mono))
+        deadline = entry.state.deadline_mono
+        self.schedulers[entry.workspace].schedule(entry, due if due < deadline else deadline)
 
     def holds(self, entry: Entry, ticket: int) -> bool:
         """Whether a poll given ``ticket`` still holds ``entry`` (not ended, dropped or

@@ -167,7 +167,8 @@ def decide(
         deadline = e.created_at + min(j.budget_s + p.deadline_margin_s, p.max_deadline_s)
         deadline_mono, deadline_source = deadline + (now_m - now_w), DeadlineSource.DERIVED
         effects.append(STORE_DEADLINE)
-    effects.extend(Report(snapshot, occurrence) for snapshot, occurrence in j.occurrences)
+    if j.occurrences:
+        effects += [Report(snapshot, occurrence) for snapshot, occurrence in j.occurrences]
     nf_count, nf_since = s.not_found_count, s.not_found_since
     fingerprint, digest, status, anomaly = s.fingerprint, s.digest, s.remote_status, s.anomaly
     changed = status_moved = False

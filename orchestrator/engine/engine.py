@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 import anyio
 
+from orchestrator import tracing
 from orchestrator.clock import Clock
 from orchestrator.config import Settings
 from orchestrator.engine.book import Book
@@ -175,7 +176,14 @@ class Engine:
         )
         self.book.first_read_done(entry)
         handler, client = self.handlers[entry.kind], self.clients[entry.workspace]
-        judgement = await handler.poll(entry, client)
+        if tracing.tracer is None or entry.trace is None:
+            judgement = await handler.poll(entry, client)
+        else:  # its requests' CLIENT spans go in the tracking's trace
+            token = tracing.POLL_TRACE.set(entry.trace)
+            try:
+                judgement = await handler.poll(entry, client)
+            finally:
+                tracing.POLL_TRACE.reset(token)
         if self.book.holds(entry, ticket):  # else ended or dropped while the read was in flight
             await self._apply(entry, judgement)
 

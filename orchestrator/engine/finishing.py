@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from orchestrator import tracing
 from orchestrator.clock import Clock
 from orchestrator.engine.book import Book
 from orchestrator.engine.decision import deadline_result
@@ -125,7 +126,12 @@ class Finisher:
                 remote_changed=remote_changed,
                 last_error=entry.state.last_error,
             )
-            done = await self._writer.finish([item])
+            attributes = {
+                "orchestrator.tracking_id": entry.tracking_id,
+                "orchestrator.outcome": outcome,
+            }
+            with tracing.terminal_span(entry.trace, attributes):
+                done = await self._writer.finish([item])
         except StoreError as exc:
             # Nothing was committed: keep the tracking active and look again.
             log.warning(
@@ -161,7 +167,10 @@ class Finisher:
             result=result,
             event=self._events.terminal(ended, now_w),
         )
-        [done] = await asyncio.shield(self._writer.finish([item]))
+        trace = None if t.traceparent is None else (t.traceparent, t.tracestate)
+        attributes = {"orchestrator.tracking_id": t.tracking_id, "orchestrator.outcome": outcome}
+        with tracing.terminal_span(trace, attributes):
+            [done] = await asyncio.shield(self._writer.finish([item]))
         if not done:
             return None
         self._ended(ended, now_w - t.created_at)
@@ -170,7 +179,8 @@ class Finisher:
     def _ended(self, t: Tracking, elapsed: float) -> None:
         """A terminal state this process wrote: counted and logged."""
         assert t.outcome is not None
-        self._poll_metrics.terminal(t.workspace, t.kind, t.outcome, elapsed, t.result)
+        trace_id = None if t.traceparent is None else t.traceparent[3:35]
+        self._poll_metrics.terminal(t.workspace, t.kind, t.outcome, elapsed, t.result, trace_id)
         log.info(
             "tracking finished",
             extra={

@@ -21,7 +21,7 @@ class PollMetrics:
         self._durations: dict[tuple[str, str], Any] = {}
         self._lateness: dict[str, Any] = {}
         self._active: dict[tuple[str, str], Any] = {}
-        self._up: dict[str, Any] = {}
+        self._up: dict[str, float] = {}  # workspace_up, read at scrape time
 
     def polled(self, workspace: str, kind: str, result: str, duration: float) -> None:
         key = (workspace, kind, result)
@@ -48,10 +48,12 @@ class PollMetrics:
         return child
 
     def set_up(self, workspace: str, up: bool) -> None:
-        child = self._up.get(workspace)
-        if child is None:
-            child = self._up[workspace] = self._m.workspace_up.labels(workspace=workspace)
-        child.set(1 if up else 0)
+        """Whether the workspace answered the last read: a plain store per poll; the
+        gauge reads it when scraped (no lock taken per read)."""
+        if workspace not in self._up:
+            ups = self._up
+            self._m.workspace_up.labels(workspace=workspace).set_function(lambda: ups[workspace])
+        self._up[workspace] = 1.0 if up else 0.0
 
     def active(self, workspace: str, kind: str) -> Any:
         key = (workspace, kind)
@@ -79,7 +81,10 @@ class PollMetrics:
         outcome: str,
         elapsed: float,
         result: dict[str, Any] | None = None,
+        trace_id: str | None = None,
     ) -> None:
+        """An ending; ``trace_id`` (the tracking's trace) becomes the exemplar of its
+        time to terminal, so that a dashboard links a slow one to its trace."""
         self._m.trackings_terminal_total.labels(
             workspace=workspace, kind=kind, outcome=outcome
         ).inc()
@@ -89,6 +94,7 @@ class PollMetrics:
             self._m.build_failures_total.labels(
                 workspace=workspace, kind=kind, reason_code=code
             ).inc()
+        exemplar = None if trace_id is None else {"trace_id": trace_id}
         self._m.time_to_terminal_seconds.labels(kind=kind, outcome=outcome).observe(
-            max(0.0, elapsed)
+            max(0.0, elapsed), exemplar
         )

@@ -15,12 +15,9 @@ import orjson
 
 from orchestrator.clock import iso
 from orchestrator.config import EventsConfig
-from orchestrator.events.signing import webhook_headers
 from orchestrator.resource import tracking_resource
 from orchestrator.store.base import NewEvent, Tracking
-from orchestrator.tracecontext import TraceContext, parse_traceparent
 
-CONTENT_TYPE = "application/cloudevents+json"  # the structured content mode
 TYPE_PREFIX = "com.moltaro.orchestrator.tracking."
 STATUS_CHANGED = TYPE_PREFIX + "status_changed"
 # One finished occurrence of a tracked schedule (not terminal: a schedule has many).
@@ -129,24 +126,6 @@ def _envelope(
 # Printable ASCII but space, '"' and '%' go as they are; the rest is percent-encoded
 # (the CloudEvents HTTP binding's rule for header values).
 _HEADER_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in '"%')
-
-
-def outgoing(
-    payload: bytes, binary: bool, key: bytes | None, event_id: str, stamp: int
-) -> tuple[dict[str, str], bytes]:
-    """One delivery attempt's headers and body: the stored event in its content mode,
-    signed (Standard Webhooks) at ``stamp``, with a ``traceparent`` of the attempt's
-    own span when the event carries the tracking's trace context."""
-    if binary:
-        headers, body = binary_mode(payload)
-    else:
-        headers, body = {"Content-Type": CONTENT_TYPE}, payload
-    headers.update(webhook_headers(key, event_id, stamp, body))
-    if b'"traceparent"' in payload:
-        parent = parse_traceparent(orjson.loads(payload).get("traceparent"))
-        if parent is not None:
-            headers["traceparent"] = TraceContext(parent).child().traceparent
-    return headers, body
 
 
 def binary_mode(structured: bytes) -> tuple[dict[str, str], bytes]:

@@ -22,21 +22,16 @@ from orchestrator.aio import wait_event
 from orchestrator.clock import Clock, iso
 from orchestrator.config import EventsConfig
 from orchestrator.errors import ConfigError, StoreUnavailable
+from orchestrator.events.attempt import send_attempt
 from orchestrator.events.bus import EventBus
-from orchestrator.events.cloudevents import CALLBACK, EventFactory, outgoing, sink_destination
+from orchestrator.events.cloudevents import CALLBACK, EventFactory, sink_destination
 from orchestrator.events.destination import Destination
 from orchestrator.events.policy import Decision, RetryPolicy
 from orchestrator.events.signing import secret_key
 from orchestrator.events.sinkstate import SinkStates
 from orchestrator.metrics import DELIVERY_RESULTS, Metrics
 from orchestrator.store.base import Delivery, Store
-from orchestrator.transport import (
-    Answer,
-    AnswerTooLarge,
-    HttpTransport,
-    Transport,
-    TransportError,
-)
+from orchestrator.transport import HttpTransport, Transport
 
 log = logging.getLogger(__name__)
 
@@ -287,30 +282,11 @@ class DeliveryService:
 
     async def _send(self, dest: Destination, delivery: Delivery) -> Decision:
         url = delivery.url if dest.key == CALLBACK else dest.url
-        attempt = delivery.attempts + 1
         if not url:
             return Decision("dead", error="destination is not configured")
         assert self._transport is not None
-        # Signed per attempt: the timestamp is fresh, the id and body never change.
-        stamp = int(self._clock.now())
-        headers, body = outgoing(
-            delivery.payload, dest.binary, dest.secret, delivery.event_id, stamp
-        )
-        try:
-            answer = await self._transport.send(
-                "POST", url, headers, body, self._events.delivery_timeout_s
-            )
-        except AnswerTooLarge as exc:  # the sink answered; only its status counts
-            answer = Answer(exc.status, b"", exc.retry_after)
-        except TimeoutError:
-            error = f"timeout after {self._events.delivery_timeout_s:g} s"
-            return dest.policy.after_error(error, attempt, delivery.event_time, self._clock.now())
-        except TransportError as exc:
-            now = self._clock.now()
-            return dest.policy.after_error(str(exc), attempt, delivery.event_time, now)
-        return dest.policy.after_response(
-            answer.status, answer.retry_after, attempt, delivery.event_time, self._clock.now()
-        )
+        timeout = self._events.delivery_timeout_s
+        return await send_attempt(self._transport, dest, url, delivery, timeout, self._clock)
 
     async def _record(self, dest: Destination, delivery: Delivery, decision: Decision) -> None:
         now = self._clock.now()

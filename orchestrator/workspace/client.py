@@ -18,6 +18,7 @@ from urllib.parse import quote, urlencode
 
 import orjson
 
+from orchestrator import tracing
 from orchestrator.clock import Clock
 from orchestrator.config import WorkspaceConfig
 from orchestrator.errors import ConfigError, EnumResolutionError
@@ -30,6 +31,7 @@ from orchestrator.interpret.filters import (
 )
 from orchestrator.retry_after import parse_retry_after
 from orchestrator.transport import (
+    Answer,
     AnswerTooLarge,
     HttpTransport,
     Transport,
@@ -122,6 +124,23 @@ class WorkspaceClient:
         body = None if json is None else orjson.dumps(json)
         return await self._request(method, url, body)
 
+    async def _send_traced(
+        self, method: str, url: str, headers: dict[str, str], body: bytes | None, timeout_s: float
+    ) -> Answer:
+        """The exchange under a CLIENT span, while a traced tracking is polled; the
+        workspace gets the span's ``traceparent``."""
+        with tracing.client_span(method, url, tracing.POLL_TRACE.get()) as span:
+            own = None if span is None else tracing.context_of(span)
+            if own is not None:
+                headers = {**headers, "traceparent": own[0]}
+            try:
+                answer = await self._transport.send(method, url, headers, body, timeout_s)
+            except Exception as exc:
+                tracing.answered(span, None, type(exc).__name__)
+                raise
+            tracing.answered(span, answer.status)
+            return answer
+
     async def _request(
         self,
         method: str,
@@ -147,7 +166,10 @@ class WorkspaceClient:
         mono = self._clock.monotonic
         started = mono()
         try:
-            answer = await self._transport.send(method, url, headers, body, timeout_s)
+            if tracing.tracer is None:
+                answer = await self._transport.send(method, url, headers, body, timeout_s)
+            else:
+                answer = await self._send_traced(method, url, headers, body, timeout_s)
         except TimeoutError:
             return timed_out(timeout_s, mono() - started)
         except AnswerTooLarge as exc:

@@ -200,3 +200,23 @@ async def test_a_batch_item_carries_its_own_context_else_the_requests(api: Api) 
     assert (events[ids[1]]["traceparent"], events[ids[1]]["tracestate"]) == (own, "k=v")
     assert "traceparent" not in events[ids[2]]  # its own, malformed: none, not the header's
     assert _ignored(await api.metrics_text(), "traceparent") == 1
+
+
+async def test_time_to_terminal_carries_the_trace_id_as_an_exemplar(api: Api) -> None:
+    rid = await api.script("function_job", [{"after_s": 0, "status": "Completed"}])
+    status, body = await api.call(
+        "POST", "/v1/trackings", json={"kind": "function_job", "remote_id": rid},
+        headers={"traceparent": CALLER},
+    )  # fmt: skip
+    assert status == 201, body
+    await api.wait_terminal(body["tracking_id"])
+    accept = {"Accept": "application/openmetrics-text; version=1.0.0"}
+    async with api.session.get(api.url + "/metrics", headers=accept) as resp:
+        assert resp.content_type == "application/openmetrics-text"
+        text = await resp.text()
+    exemplars = [
+        line
+        for line in text.splitlines()
+        if line.startswith("orchestrator_time_to_terminal_seconds_bucket") and " # {" in line
+    ]
+    assert exemplars and all(f'trace_id="{TRACE_ID}"' in line for line in exemplars)
