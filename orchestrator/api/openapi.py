@@ -69,20 +69,14 @@ _TRACKING_ID = {
 # W3C Trace Context of the request; malformed values are ignored, never refused.
 _TRACE_HEADERS = [
     {
-        "name": "traceparent",
+        "name": name,
         "in": "header",
         "required": False,
         "schema": {"type": "string"},
-        "description": "W3C traceparent: stored with each tracking the request creates "
-        "(a batch item's own `traceparent` field wins) and carried to its events.",
-    },
-    {
-        "name": "tracestate",
-        "in": "header",
-        "required": False,
-        "schema": {"type": "string"},
-        "description": "W3C tracestate, kept with a valid traceparent.",
-    },
+        "description": f"W3C {name}: stored with each tracking the request creates (a batch "
+        "item's own traceparent and tracestate fields replace both) and carried to its events.",
+    }
+    for name in ("traceparent", "tracestate")
 ]
 
 
