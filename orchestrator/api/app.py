@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import orjson
 from aiohttp import web
 from prometheus_client.aiohttp import make_aiohttp_handler
@@ -13,6 +15,20 @@ from orchestrator.api.platform_routes import routes as platform_routes
 from orchestrator.api.problems import problem_middleware
 from orchestrator.api.trackings import routes as tracking_routes
 from orchestrator.runtime import RUNTIME, Runtime
+
+# Readiness asks the store, and answers whatever the store does: a probe a hung
+# database link holds is not ready (an orchestrator can then see and replace us).
+READY_STORE_BOUND_S = 0.5
+
+
+async def _store_answers(rt: Runtime) -> str | None:
+    """None when the store took a write within the bound; else why not."""
+    try:
+        async with asyncio.timeout(READY_STORE_BOUND_S):
+            writable = await rt.store.check_writable()
+    except TimeoutError:
+        return f"store did not answer within {READY_STORE_BOUND_S:g} s"
+    return None if writable else "store not writable"
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -26,8 +42,8 @@ async def readyz(request: web.Request) -> web.Response:
         reasons.append("draining")
     if rt.failed_tasks:
         reasons.append("failed tasks: " + ", ".join(rt.failed_tasks))
-    if not reasons and not await rt.store.check_writable():
-        reasons.append("store not writable")
+    if not reasons and (trouble := await _store_answers(rt)) is not None:
+        reasons.append(trouble)
     rt.metrics.ready.set(0 if reasons else 1)
     replica = rt.replica.describe() if rt.replica is not None else {}
     if reasons:

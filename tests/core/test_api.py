@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.core.conftest import Api
+import pytest
+
+from tests.core.conftest import Api, StartService
 
 Q = {"after_s": 0, "status": "Queued"}
 
@@ -148,3 +150,25 @@ async def test_drain_refuses_intake_and_finishes_in_flight_reads(api: Api) -> No
         assert stored is not None and stored.outcome == "succeeded"
     finally:
         await store.close()
+
+
+async def test_readiness_answers_when_the_store_hangs(
+    start_service: StartService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store that takes no write and never answers (a hung database link) makes the
+    service not ready at once, rather than leaving the probe waiting."""
+    from orchestrator.store.sqlite import SqliteStore
+
+    api = await start_service()
+    hung = asyncio.Event()
+
+    async def never(self: SqliteStore) -> bool:
+        await hung.wait()
+        return True
+
+    monkeypatch.setattr(SqliteStore, "check_writable", never)
+    async with asyncio.timeout(5):  # a probe that waited on the store would hang here
+        status, ready = await api.call("GET", "/readyz")
+    assert status == 503
+    assert ready["reasons"] == ["store did not answer within 0.5 s"]
+    hung.set()
