@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from pydantic import ValidationError
@@ -20,6 +20,9 @@ from orchestrator.interpret import extract_polling_url, extract_remote_id, polli
 from orchestrator.store.base import NewTracking
 from orchestrator.tracecontext import TraceContext, received
 from orchestrator.vocabulary import FILTER_KINDS, DeadlineSource, Kind
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 
 class TrackingIds:
@@ -106,10 +109,10 @@ class TraceIntake:
         h = self.header
         return (None, None) if h is None else (h.traceparent, h.tracestate)
 
-    def continue_in(self, span: object) -> None:
+    def continue_in(self, span: Span | None) -> None:
         """The intake's own span (tracing on): its context is what items without one
         of their own store, so their polls and ending join the intake's trace."""
-        own = None if span is None else tracing.context_of(span)  # type: ignore[arg-type]
+        own = None if span is None else tracing.context_of(span)
         if own is not None:
             self.header = TraceContext(*own)
 
