@@ -484,13 +484,17 @@ asyncio.run(main(sys.argv[1]))
 
 
 async def test_a_process_that_closed_its_transport_exits_cleanly() -> None:
-    """After concurrent requests and ``close``, the interpreter's exit must not meet
-    the library's objects: freed then, they aborted about a third of such exits
-    (134) against the simulator."""
+    """After concurrent requests and ``close``, the interpreter's exit must not race
+    the library's thread: it aborted (134) about one exit in ten while other
+    processes kept the CPU busy, as on a shared machine."""
+    busy = [
+        await asyncio.create_subprocess_exec(sys.executable, "-c", "while True: pass")
+        for _ in range(3)
+    ]
     sim = await start_simulator(host="127.0.0.1", port=0, profile="fast", seed=1)
     try:
         codes = []
-        for _ in range(15):
+        for _ in range(40):
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-c", EXIT_SCRIPT, sim.url + "/api/workspace/admin/function-catalog",
                 stderr=asyncio.subprocess.PIPE,
@@ -499,7 +503,10 @@ async def test_a_process_that_closed_its_transport_exits_cleanly() -> None:
             codes.append((proc.returncode, err.decode()[-300:]))
     finally:
         await sim.close()
-    assert all(code == 0 for code, _ in codes), codes
+        for p in busy:
+            p.kill()
+            await p.wait()
+    assert [c for c in codes if c[0] != 0] == []
 
 
 THREADS_SCRIPT = """
