@@ -173,12 +173,14 @@ class WorkspaceScheduler:
                 self._arm(now + wait)
                 return None
             heapq.heappop(heap)
-            if self._idle and any(h and h[0][0] <= now for h in (self._fresh, self._heap)):
+            if self._idle and self._due_heap(now) is not None:
                 # More is due: parked workers take it while this one reads. Two
                 # each time, so that many due entries fan out over the pollers
                 # in a few turns of the loop, not one turn per entry.
                 self._wake_one()
                 self._wake_one()
+            # (Else the timer is armed for what is due next: this worker may be
+            # gone for as long as its read takes.)
             return entry, ticket
         return None
 

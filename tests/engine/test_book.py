@@ -12,10 +12,12 @@ from collections.abc import Sequence
 from orchestrator.errors import StoreUnavailable
 from orchestrator.store.base import Finish
 from orchestrator.store.memory import MemoryStore
-from tests.engine.harness import Rig, body, rig, run
+from tests.engine.harness import Answer, Rig, body, rig, run
 from tests.engine.test_engine import completed
 
 JOBS = "/api/workspace/functions/jobs/"
+HUNG = JOBS + "J-hung"
+LATER = JOBS + "J-later"
 
 
 def _job(job_id: str, status: str) -> dict[str, object]:
@@ -102,11 +104,11 @@ def test_hand_back_gives_up_the_waiting_entries_due_last_and_none_mid_read() -> 
         for i in range(4):
             r.transport.script(JOBS + f"J-{i}", body(200, _job(f"J-{i}", "Running")))
         made = [await r.track("function_job", f"J-{i}") for i in range(4)]
-        await asyncio.sleep(1.5)  # each read once; the next reads are 2 s on
+        await asyncio.sleep(1.25)  # each read once (0.8-1.2 s); the next, 0.8-1.2 s on
         assert all(r.transport.count(JOBS + t.remote_id) == 1 for t in made)
         r.transport.latency_s = 100.0
-        r.engine.nudge(made[0].tracking_id)
-        await asyncio.sleep(0.5)
+        r.engine.nudge(made[0].tracking_id)  # read 0.2 s on
+        await asyncio.sleep(0.3)
         assert r.transport.count(JOBS + "J-0") == 2  # mid-read
         waiting = sorted(made[1:], key=lambda t: r.engine.entries[t.tracking_id].due)
         handed = r.engine.book.hand_back(3)
@@ -172,6 +174,39 @@ def test_a_terminal_write_that_fails_puts_the_tracking_back_to_end_later() -> No
         assert _active(r) == 0 and dict(r.engine.entries) == {}
         [event] = await r.events()
         assert event["type"].endswith(".abandoned")
+        await r.close()
+
+    run(main)
+
+
+def test_a_read_that_hangs_does_not_hold_back_the_reads_due_after_it() -> None:
+    """The worker that takes a read leaves the schedule to the others: the next
+    entry, due later, is read when due, not once the hung read times out (10 s)."""
+
+    async def main() -> None:
+        r = await rig()
+        queued = {"Status": "Queued", "CanCancel": True}
+        r.transport.script(HUNG, body(200, {"JobId": "J-hung", **queued}))
+        r.transport.script(LATER, body(200, {"JobId": "J-later", **queued}))
+        send = r.transport.send
+
+        async def hanging(
+            method: str, url: str, headers: dict[str, str], data: bytes | None, timeout_s: float
+        ) -> Answer:
+            if url.endswith(HUNG):
+                r.transport.log.append((asyncio.get_running_loop().time(), method, HUNG))
+                await asyncio.sleep(3600)
+            return await send(method, url, headers, data, timeout_s)
+
+        r.transport.send = hanging  # type: ignore[method-assign]
+        await r.track("function_job", "J-hung")  # first read due 0.8-1.2 s from now
+        await asyncio.sleep(0.5)
+        await r.track("function_job", "J-later")  # due 1.3-1.7 s from the start
+        await asyncio.sleep(3)
+        hung = [t for t, _, p in r.transport.log if p == HUNG]
+        later = [t for t, _, p in r.transport.log if p == LATER]
+        assert len(hung) == 1 and later, (hung, later)
+        assert later[0] - hung[0] < 1.0, (hung, later)
         await r.close()
 
     run(main)
