@@ -9,6 +9,7 @@ into its problem.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from orchestrator.errors import (
     AlreadyTerminal,
     EndedMeanwhile,
     NotAFunctionJob,
+    StoreUnavailable,
     TrackingNotFound,
     UnknownWorkspace,
 )
@@ -31,6 +33,11 @@ if TYPE_CHECKING:
     from orchestrator.interpret.filters import FilterNames
     from orchestrator.metrics import Metrics
     from orchestrator.store.base import NewTracking, Store, Tracking, TrackingQuery
+
+# Intake answers within this, whatever the store does: 201 once durable, else 503
+# with Retry-After (a caller's client gives up not much later; a hung database link
+# must not hold its requests open).
+INTAKE_STORE_BOUND_S = 5.0
 
 
 class Tracker:
@@ -50,11 +57,32 @@ class Tracker:
 
         Each comes back with True when it is new, or False with the tracking that
         already had its (workspace, kind, remote_id). No items: nothing is written.
-        Raises StoreUnavailable (nothing written) when the store cannot write.
+        Raises StoreUnavailable when the store cannot write, or has not written
+        within ``INTAKE_STORE_BOUND_S``: the write may still land, whole, and its
+        trackings are then polled as if it had answered in time (posted again, they
+        come back as existing).
         """
         if not items:
             return []
-        stored = await self._store.create_trackings(items)
+        write = asyncio.ensure_future(self._store.create_trackings(items))
+        try:
+            async with asyncio.timeout(INTAKE_STORE_BOUND_S):
+                stored = await asyncio.shield(write)
+        except TimeoutError:
+            write.add_done_callback(lambda done: self._written_late(done, items))
+            raise StoreUnavailable(
+                f"store did not take the write within {INTAKE_STORE_BOUND_S:g} s"
+            ) from None
+        self._adopt(stored, items)
+        return stored
+
+    def _written_late(
+        self, write: asyncio.Future[list[tuple[Tracking, bool]]], items: Sequence[NewTracking]
+    ) -> None:
+        if not write.cancelled() and write.exception() is None and not self._engine.stopping:
+            self._adopt(write.result(), items)
+
+    def _adopt(self, stored: list[tuple[Tracking, bool]], items: Sequence[NewTracking]) -> None:
         created: Counter[tuple[str, str]] = Counter()
         for (tracking, new), item in zip(stored, items, strict=True):
             if new:
@@ -62,7 +90,6 @@ class Tracker:
                 self._engine.add(tracking, item.work_class)
         for (workspace, kind), n in created.items():
             self._metrics.trackings_created_total.labels(workspace=workspace, kind=kind).inc(n)
-        return stored
 
     def filter_names(self, workspace: str) -> FilterNames | None:
         """The Function operations filter names ``workspace``'s OpenAPI declares."""

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import orjson
 from aiohttp import web
 from prometheus_client.aiohttp import make_aiohttp_handler
 
+from orchestrator.aio import bounded
 from orchestrator.api.auth import auth_middleware
 from orchestrator.api.events_routes import add_event_routes
 from orchestrator.api.openapi import build_openapi
@@ -24,8 +23,7 @@ READY_STORE_BOUND_S = 0.5
 async def _store_answers(rt: Runtime) -> str | None:
     """None when the store took a write within the bound; else why not."""
     try:
-        async with asyncio.timeout(READY_STORE_BOUND_S):
-            writable = await rt.store.check_writable()
+        writable = await bounded(rt.store.check_writable(), READY_STORE_BOUND_S)
     except TimeoutError:
         return f"store did not answer within {READY_STORE_BOUND_S:g} s"
     return None if writable else "store not writable"

@@ -36,9 +36,9 @@ from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.aio import wait_event
+from orchestrator.aio import bounded, wait_event
 from orchestrator.errors import StoreError, StoreUnavailable
-from orchestrator.store.base import Tracking
+from orchestrator.store.base import Claimed, Tracking
 
 if TYPE_CHECKING:
     from orchestrator.config import Settings
@@ -53,8 +53,9 @@ log = logging.getLogger("orchestrator.replica")
 # Reads stop this far into a lease's life unless a renewal landed: a read still in
 # flight then ends before the lease could pass to another replica.
 VALID_FRACTION = 2 / 3
-# A renewal (and its heartbeat) that has not answered in this fraction of the lease
-# is given up as store trouble: a hung call must not look like a healthy replica.
+# A renewal (and its heartbeat), a claim or a count that has not answered in this
+# fraction of the lease is store trouble: a hung call must not hold the loop (and
+# so the gauges and the next renewal) or look like a healthy replica.
 RENEW_BOUND_FRACTION = 1 / 3
 CLAIM_EVERY_S = 1.0  # the polling fallback behind LISTEN/NOTIFY
 GAUGES_EVERY_S = 5.0
@@ -181,9 +182,7 @@ class Replica:
         sent = self._mono()
         bound = self._timeout * RENEW_BOUND_FRACTION
         try:
-            async with asyncio.timeout(bound):
-                lost = await self._store.renew_leases()
-                peers = await self._store.heartbeat(len(self._engine.entries))
+            lost, peers = await bounded(self._renewal(), bound)
         except StoreError as exc:
             self._store_trouble(exc)
             return False
@@ -211,6 +210,10 @@ class Replica:
             gate.set_share(share)
             gate.hold_leases_until(sent + self._timeout * VALID_FRACTION)
         return True
+
+    async def _renewal(self) -> tuple[list[str], list[str]]:
+        lost = await self._store.renew_leases()
+        return lost, await self._store.heartbeat(len(self._engine.entries))
 
     def _divisor(self, now: float, live: int) -> int:
         """The largest live count seen over the last lease timeout: a replica that
@@ -255,14 +258,15 @@ class Replica:
         self._next_renew = 0.0  # renew (and so revalidate) on the next healthy tick
 
     async def _claim(self) -> None:
+        bound = self._timeout * RENEW_BOUND_FRACTION
         try:
-            counts = await self._store.active_counts()
-            limit = fair_claim(
-                self._claim_batch, sum(counts.values()), len(self.peers), len(self._engine.entries)
-            )
-            claimed = await self._store.claim_trackings(limit)
+            limit, claimed = await bounded(self._claim_share(), bound)
         except StoreError as exc:
             self._store_trouble(exc)
+            return
+        except TimeoutError:
+            # Leases a late commit took lapse unread and are claimed again.
+            self._store_trouble(StoreUnavailable(f"claim unanswered after {bound:g} s"))
             return
         if not claimed.trackings:
             return
@@ -282,14 +286,24 @@ class Replica:
         if len(claimed.trackings) >= limit:
             self._wake.set()  # more may be waiting: claim again without the interval
 
+    async def _claim_share(self) -> tuple[int, Claimed]:
+        counts = await self._store.active_counts()
+        held = len(self._engine.entries)
+        limit = fair_claim(self._claim_batch, sum(counts.values()), len(self.peers), held)
+        return limit, await self._store.claim_trackings(limit)
+
     async def _rebalance(self) -> None:
         """Hand back what this replica holds above its share (a newcomer has joined, or
         intake came in through this replica): the trackings due last, none mid-read."""
         engine = self._engine
+        bound = self._timeout * RENEW_BOUND_FRACTION
         try:
-            counts = await self._store.active_counts()
+            counts = await bounded(self._store.active_counts(), bound)
         except StoreError as exc:
             self._store_trouble(exc)
+            return
+        except TimeoutError:
+            self._store_trouble(StoreUnavailable(f"count unanswered after {bound:g} s"))
             return
         n = excess(sum(counts.values()), len(self.peers), len(engine.entries))
         if n <= 0:
@@ -306,12 +320,10 @@ class Replica:
         # Both steps bounded within what a renewal may take, so the next one is on time.
         bound = self._timeout * RENEW_BOUND_FRACTION / 2
         with contextlib.suppress(StoreError, TimeoutError):  # unwritten: the next holder reads
-            async with asyncio.timeout(bound):
-                await engine.writer.flush()  # the counters and any last poll results
+            await bounded(engine.writer.flush(), bound)  # the counters, any last poll results
         try:
-            async with asyncio.timeout(bound):
-                # Out of the lease book before the first await: never written again.
-                await self._store.release_leases(ids, hold_s=hold)
+            # Out of the lease book before the first await: never written again.
+            await bounded(self._store.release_leases(ids, hold_s=hold), bound)
         except (StoreError, TimeoutError) as exc:
             log.warning("handed-back leases left to run out: %s", exc or "timed out")
         self._metrics.lease_handovers_total.inc(len(ids))

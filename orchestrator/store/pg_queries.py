@@ -182,12 +182,15 @@ RELEASE_OWNER = (
     "UPDATE trackings SET lease_owner = NULL, lease_until = 0"
     " WHERE lease_owner = $1 AND state = 'active'"
 )
+# The heartbeat and the live replicas in one round trip. The statement's snapshot
+# does not see its own upsert, so this replica comes from the upsert itself.
 HEARTBEAT = (
-    "INSERT INTO replicas (replica_id, started_at, seen_at, leases)"
+    "WITH hb AS (INSERT INTO replicas (replica_id, started_at, seen_at, leases)"
     f" VALUES ($1, {NOW}, {NOW}, $2)"
-    f" ON CONFLICT (replica_id) DO UPDATE SET seen_at = {NOW}, leases = $2"
+    f" ON CONFLICT (replica_id) DO UPDATE SET seen_at = {NOW}, leases = $2 RETURNING replica_id)"
+    " SELECT replica_id FROM hb UNION"
+    f" SELECT replica_id FROM replicas WHERE seen_at >= {NOW} - $3 ORDER BY replica_id"
 )
-LIVE_REPLICAS = f"SELECT replica_id FROM replicas WHERE seen_at >= {NOW} - $1 ORDER BY replica_id"
 FORGET_REPLICAS = f"DELETE FROM replicas WHERE replica_id = $1 OR seen_at < {NOW} - 86400"
 NOTIFY = "SELECT pg_notify($1, $2)"
 

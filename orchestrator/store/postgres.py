@@ -66,6 +66,9 @@ class PostgresStore:
         self.replica_id = replica_id
         self.lease_timeout_s = lease_timeout_s
         self._pool = Pool(dsn, password, pool_size, f"orchestrator {replica_id}")
+        # Renewals and heartbeats on a connection of their own: on a slow database they
+        # must not queue behind poll results and claims for a connection of the pool.
+        self._lease_pool = Pool(dsn, password, 1, f"orchestrator {replica_id} leases")
         self.book = LeaseBook()
 
     def __repr__(self) -> str:
@@ -81,12 +84,14 @@ class PostgresStore:
     async def open(self) -> None:
         await self._pool.open()
         try:
+            await self._lease_pool.open()
             async with self._pool.connection("cannot migrate", transaction=False) as conn:
                 await migrate_postgres(conn)
                 # Leases an earlier process under the same replica id left behind.
                 await conn.execute(q.RELEASE_OWNER, self.replica_id)
         except BaseException:
             await self._pool.close()
+            await self._lease_pool.close()
             raise
 
     async def close(self) -> None:
@@ -97,6 +102,7 @@ class PostgresStore:
             except Exception:
                 pass  # the database is gone: our heartbeat simply stops
         await self._pool.close()
+        await self._lease_pool.close()
 
     def stats(self) -> dict[str, int]:
         return {"leases": len(self.book)}
@@ -187,7 +193,7 @@ class PostgresStore:
         ids, tokens = self.book.arrays()
         if not ids:
             return []
-        async with self._pool.connection("renewal failed", transaction=False) as conn:
+        async with self._lease_pool.connection("renewal failed", transaction=False) as conn:
             rows = await conn.fetch(q.RENEW, ids, tokens, self.lease_timeout_s)
         renewed = {row[0] for row in rows}
         lost = [t for t in ids if t not in renewed]
@@ -209,9 +215,8 @@ class PostgresStore:
         self.book.tokens.clear()
 
     async def heartbeat(self, leases: int) -> list[str]:
-        async with self._pool.connection("heartbeat failed", transaction=False) as conn:
-            await conn.execute(q.HEARTBEAT, self.replica_id, leases)
-            rows = await conn.fetch(q.LIVE_REPLICAS, self.lease_timeout_s)
+        async with self._lease_pool.connection("heartbeat failed", transaction=False) as conn:
+            rows = await conn.fetch(q.HEARTBEAT, self.replica_id, leases, self.lease_timeout_s)
         return [str(row[0]) for row in rows]
 
     async def notify_work(self) -> None:
