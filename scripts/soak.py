@@ -1,15 +1,19 @@
 """A soak: steady intake against ``simulate --profile fast`` with run history on.
 
 Starts the simulator and ``orchestrator serve`` (SQLite in a temporary folder,
-the product's default polling), enqueues jobs on the simulator and tracks each
-at ``--rate`` a second for ``--minutes``, then stops intake and waits for every
-tracking to end. Every 10 s it samples the service: active trackings, ended
-trackings, RSS, open files, and intake-to-terminal times. Prints a summary and
-writes every sample with ``--out``. Started by hand (it is not a CI test); all
-traffic stays on 127.0.0.1, and the run is bounded by its duration plus
-``--drain-s``.
+the product's default polling; or, with ``--replicas N``, N replicas sharing a
+throwaway PostgreSQL cluster), enqueues jobs on the simulator and tracks each
+at ``--rate`` a second for ``--minutes`` (intake taking turns among the
+replicas), then stops intake and waits for every tracking to end. Every 10 s it
+samples each process: active trackings, ended trackings, RSS, open files, the
+database's size, and intake-to-terminal times. It counts terminal events per
+tracking from the feed (every tracking must end exactly once). Prints a
+summary and writes every sample with ``--out``. Started by hand (it is not a CI
+test); all traffic stays on 127.0.0.1, and the run is bounded by its duration
+plus ``--drain-s``.
 
-    python scripts/soak.py --minutes 8 --rate 60 --out soak.json
+    python scripts/soak.py --minutes 60 --rate 60 --out soak-sqlite.json
+    python scripts/soak.py --minutes 60 --rate 60 --replicas 2 --out soak-pg.json
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.procs import Serve, Simulator, free_port, kill_spawned, rss_bytes, serve_config
+from bench.replicas_phase import Cluster
 
 # The simulator's two enqueueable Job functions (its catalog refuses an enqueue of
 # totals.recalculate: a Command contract behind an Enqueue publication).
@@ -58,6 +63,7 @@ class Feed:
     def __init__(self) -> None:
         self.after = 0
         self.ended: dict[str, dict[str, Any]] = {}
+        self.terminal_events: Counter[str] = Counter()  # per tracking: must be 1
         self.latencies: list[tuple[float, float]] = []  # (terminal_at, seconds from intake)
 
     async def read(self, session: aiohttp.ClientSession, serve: Serve) -> None:
@@ -68,6 +74,7 @@ class Feed:
             for event in page["events"]:
                 data = event["data"]
                 if data["state"] == "terminal":
+                    self.terminal_events[data["tracking_id"]] += 1
                     self.ended[data["tracking_id"]] = data
                     took = _ts(data["terminal_at"]) - _ts(data["created_at"])
                     self.latencies.append((_ts(data["terminal_at"]), took))
@@ -83,10 +90,11 @@ def _ts(text: str) -> float:
 
 
 async def intake(
-    session: aiohttp.ClientSession, sim: Simulator, serve: Serve, n: int, made: list[str]
+    session: aiohttp.ClientSession, sim: Simulator, serves: list[Serve], n: int, made: list[str]
 ) -> None:
     async def one(i: int) -> None:
         key = KEYS[i % len(KEYS)]
+        serve = serves[i % len(serves)]
         url = f"{sim.url}/api/workspace/functions/{key}/enqueue"
         async with session.post(url, json={}) as resp:
             answer = await resp.json()
@@ -99,21 +107,64 @@ async def intake(
     await asyncio.gather(*(one(len(made) + i) for i in range(n)))
 
 
-async def soak(minutes: float, rate: float, drain_s: float, workdir: Path) -> dict[str, Any]:
+class Store:
+    """Where the trackings live, and how big it is."""
+
+    def __init__(self, workdir: Path, replicas: int) -> None:
+        self.db = workdir / "orchestrator.db"
+        self.cluster = Cluster(workdir / "pg") if replicas else None
+        self.dsn = ""
+
+    def start(self) -> None:
+        if self.cluster is not None:
+            self.dsn = self.cluster.start()
+
+    async def size_mib(self) -> float:
+        if self.cluster is None:
+            files = [self.db, self.db.with_name(self.db.name + "-wal")]
+            return round(sum(f.stat().st_size for f in files if f.exists()) / 2**20, 2)
+        import asyncpg  # type: ignore[import-untyped]
+
+        conn = await asyncpg.connect(self.dsn)
+        try:
+            size = await conn.fetchval("SELECT pg_database_size(current_database())")
+        finally:
+            await conn.close()
+        return round(size / 2**20, 2)
+
+    def stop(self) -> None:
+        if self.cluster is not None:
+            self.cluster.stop()
+
+
+async def soak(
+    minutes: float, rate: float, drain_s: float, replicas: int, workdir: Path
+) -> dict[str, Any]:
     samples: list[dict[str, Any]] = []
     made: list[str] = []
     feed = Feed()
+    store = Store(workdir, replicas)
+    store.start()
     connector = aiohttp.TCPConnector(limit=64)
     async with aiohttp.ClientSession(connector=connector, trust_env=False) as session:
         sim = Simulator(workdir, profile="fast")
         await sim.start(session)
-        port = free_port()
-        cfg = serve_config(
-            workdir / "serve.toml", port=port, db=workdir / "orchestrator.db",
-            sim_url=sim.url, polling={}, max_in_flight=64, rate=500,
-        )  # fmt: skip
-        serve = Serve(cfg, port, workdir / "serve.log")
-        await serve.start(session)
+        serves = []
+        for i in range(max(1, replicas)):
+            port = free_port()
+            replica = None
+            if replicas:
+                replica = {"url": store.dsn, "replica_id": f"soak-{i}", "lease_timeout_s": 30,
+                           "stall_lag_s": 5}  # fmt: skip
+            cfg = serve_config(
+                workdir / f"serve-{i}.toml", port=port, db=store.db,
+                sim_url=sim.url, polling={}, max_in_flight=64, rate=500, replica=replica,
+            )  # fmt: skip
+            serves.append(Serve(cfg, port, workdir / f"serve-{i}.log"))
+        for serve in serves:
+            await serve.start(session)
+        serve = serves[0]  # the feed: one log, shared by replicas
+        drained_in = None
         try:
             started = time.monotonic()
             until = started + minutes * 60
@@ -124,32 +175,37 @@ async def soak(minutes: float, rate: float, drain_s: float, workdir: Path) -> di
                 owed += rate * tick
                 n = int(owed)
                 owed -= n
-                await intake(session, sim, serve, n, made)
+                await intake(session, sim, serves, n, made)
                 if now >= next_sample:
                     next_sample += SAMPLE_S
                     await feed.read(session, serve)
-                    samples.append(await sample(session, serve, feed, made, started))
+                    samples.append(await sample(session, serves, store, feed, made, started))
                 await asyncio.sleep(max(0.0, tick - (time.monotonic() - now)))
             await feed.read(session, serve)
-            at_stop = await sample(session, serve, feed, made, started)
+            at_stop = await sample(session, serves, store, feed, made, started)
             samples.append(at_stop)
-            drained_in = None
             async with asyncio.timeout(drain_s):
                 while len(feed.ended) < len(made):
                     await asyncio.sleep(1.0)
                     await feed.read(session, serve)
                 drained_in = time.monotonic() - until
-            samples.append(await sample(session, serve, feed, made, started))
+            samples.append(await sample(session, serves, store, feed, made, started))
         except TimeoutError:
-            samples.append(await sample(session, serve, feed, made, started))
+            samples.append(await sample(session, serves, store, feed, made, started))
         finally:
-            exit_code = serve.terminate()
+            exit_codes = [s.terminate() for s in serves]
             sim.stop()
-    return report(samples, at_stop, feed, made, rate, drained_in, exit_code)
+            store.stop()
+    return report(samples, at_stop, feed, made, rate, drained_in, exit_codes)
 
 
 async def sample(
-    session: aiohttp.ClientSession, serve: Serve, feed: Feed, made: list[str], started: float
+    session: aiohttp.ClientSession,
+    serves: list[Serve],
+    store: Store,
+    feed: Feed,
+    made: list[str],
+    started: float,
 ) -> dict[str, Any]:
     now = time.time()
     recent = [took for at, took in feed.latencies if at >= now - SAMPLE_S]
@@ -157,9 +213,10 @@ async def sample(
         "t": round(time.monotonic() - started, 1),
         "intake": len(made),
         "ended": len(feed.ended),
-        "active": await active_now(session, serve),
-        "rss_mib": round(rss_bytes(serve.pid) / 2**20, 1),
-        "open_files": open_files(serve.pid),
+        "active": sum([await active_now(session, s) for s in serves]),
+        "rss_mib": [round(rss_bytes(s.pid) / 2**20, 1) for s in serves],
+        "open_files": [open_files(s.pid) for s in serves],
+        "db_mib": await store.size_mib(),
         "ended_per_s": round(len(recent) / SAMPLE_S, 1),
         "intake_to_terminal_p50_s": round(statistics.median(recent), 2) if recent else None,
         "intake_to_terminal_max_s": round(max(recent), 2) if recent else None,
@@ -173,9 +230,16 @@ def report(
     made: list[str],
     rate: float,
     drained_in: float | None,
-    exit_code: int,
+    exit_codes: list[int],
 ) -> dict[str, Any]:
     warm = [s for s in samples if s["t"] >= 60]
+
+    def spread(key: str) -> list[list[float]] | None:
+        """Per process: [first value after warm-up, highest value after it]."""
+        if not warm:
+            return None
+        return [[warm[0][key][i], max(s[key][i] for s in warm)] for i in range(len(warm[0][key]))]
+
     outcomes = Counter(t["outcome"] for t in feed.ended.values())
     attempts = Counter(
         len((t.get("result") or {}).get("attempts") or []) for t in feed.ended.values()
@@ -184,16 +248,18 @@ def report(
         "intake": len(made),
         "ended": len(feed.ended),
         "never_ended": len(set(made) - set(feed.ended)),
+        "ended_twice": sum(1 for n in feed.terminal_events.values() if n > 1),
         "outcomes": dict(outcomes),
         "attempts_per_job": {str(k): v for k, v in sorted(attempts.items())},
         "active_at_stop": at_stop["active"],
         "work_active_at_stop_s": round(at_stop["active"] / rate, 2),
         "drained_in_s": None if drained_in is None else round(drained_in, 1),
-        "rss_mib_after_warmup": [warm[0]["rss_mib"], max(s["rss_mib"] for s in warm)] if warm else None,
-        "open_files_after_warmup": [min(s["open_files"] for s in warm), max(s["open_files"] for s in warm)] if warm else None,
+        "rss_mib_after_warmup": spread("rss_mib"),
+        "open_files_after_warmup": spread("open_files"),
+        "db_mib_after_warmup": [warm[0]["db_mib"], max(s["db_mib"] for s in warm)] if warm else None,
         "intake_to_terminal_p50_s": statistics.median(t for _, t in feed.latencies) if feed.latencies else None,
         "intake_to_terminal_max_s": max((t for _, t in feed.latencies), default=None),
-        "serve_exit_code": exit_code,
+        "serve_exit_codes": exit_codes,
         "samples": samples,
     }  # fmt: skip
 
@@ -203,11 +269,16 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=8.0)
     parser.add_argument("--rate", type=float, default=60.0, help="trackings a second")
     parser.add_argument("--drain-s", type=float, default=180.0)
+    parser.add_argument(
+        "--replicas", type=int, default=0, help="0: one process on SQLite; N: N on PostgreSQL"
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="soak-") as tmp:
         try:
-            result = asyncio.run(soak(args.minutes, args.rate, args.drain_s, Path(tmp)))
+            result = asyncio.run(
+                soak(args.minutes, args.rate, args.drain_s, args.replicas, Path(tmp))
+            )
         finally:
             kill_spawned()
     if args.out is not None:
@@ -216,7 +287,11 @@ def main() -> int:
         print(json.dumps(s))
     summary = {k: v for k, v in result.items() if k != "samples"}
     print(json.dumps(summary, indent=2))
-    ok = result["never_ended"] == 0 and result["work_active_at_stop_s"] < 5
+    ok = (
+        result["never_ended"] == 0
+        and result["ended_twice"] == 0
+        and result["work_active_at_stop_s"] < 5
+    )
     return 0 if ok else 1
 
 
