@@ -130,7 +130,7 @@ class Store:
             size = await conn.fetchval("SELECT pg_database_size(current_database())")
         finally:
             await conn.close()
-        return round(size / 2**20, 2)
+        return round(float(size) / 2**20, 2)
 
     def stop(self) -> None:
         if self.cluster is not None:
