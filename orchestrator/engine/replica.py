@@ -58,6 +58,9 @@ VALID_FRACTION = 2 / 3
 # so the gauges and the next renewal) or look like a healthy replica.
 RENEW_BOUND_FRACTION = 1 / 3
 CLAIM_EVERY_S = 1.0  # the polling fallback behind LISTEN/NOTIFY
+# A peer's heartbeat this much later than a (re)joining replica's first one saw it
+# (a statement sees what was committed before it started).
+JOIN_MARGIN_S = 0.5
 GAUGES_EVERY_S = 5.0
 # A replica hands work back only when above its share by more than this (a tenth of
 # the share, at least REBALANCE_SLACK_MIN): churn of a few trackings moves nothing.
@@ -111,7 +114,7 @@ class Replica:
     ) -> None:
         self.id = replica_id
         self.peers = [replica_id]
-        self.state = "starting"  # holding | stalled | store_unavailable | stopped
+        self.state = "starting"  # joining | holding | stalled | store_unavailable | stopped
         self._store, self._engine, self._metrics, self._bus = store, engine, metrics, bus
         self._lag = lag
         self._mono = monotonic
@@ -125,6 +128,8 @@ class Replica:
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
         self._renewed_at: float | None = None  # when the last successful renewal was sent
+        self._seen_at: float | None = None  # our last heartbeat, by the store's clock
+        self._joined_at: float | None = None  # our first after a (re)join, until peers saw it
         self._next_renew = 0.0
         self._stopped = False
         self._counts: deque[tuple[float, int]] = deque()  # (when, live replicas)
@@ -194,24 +199,52 @@ class Replica:
             # after its own retry and reconnection), so the count from before it
             # holds for two lease timeouts from now.
             self._counts[-1] = (sent + self._timeout, self._counts[-1][1])
-        if self.state != "holding":
-            log.info("holding leases", extra={"fields": {"replica": self.id, "peers": peers}})
-        self.state = "holding"
+        joining = self._joining(peers)
+        if joining:
+            self.state = "joining"
+        elif self.state != "holding":
+            log.info("holding leases", extra={"fields": {"replica": self.id, "peers": list(peers)}})
+            self.state = "holding"
         self._metrics.store_up.set(1)
         self._renewed_at = sent
-        self._next_renew = sent + self._renew_every
+        # Joining: heartbeat again soon, to see the peers' next heartbeats.
+        self._next_renew = sent + (self._claim_every if joining else self._renew_every)
         for tracking_id in lost:
             self._engine.book.drop(tracking_id)
         if lost:
             log.warning("leases lost to other replicas", extra={"fields": {"count": len(lost)}})
-        self.peers = peers or [self.id]
+        self.peers = list(peers) or [self.id]
         share = self._divisor(sent, len(self.peers))
         for gate in self._gates:
             gate.set_share(share)
-            gate.hold_leases_until(sent + self._timeout * VALID_FRACTION)
+            gate.hold_leases_until(-math.inf if joining else sent + self._timeout * VALID_FRACTION)
         return True
 
-    async def _renewal(self) -> tuple[list[str], list[str]]:
+    def _joining(self, seen: dict[str, float]) -> bool:
+        """Whether reads wait for the peers to count this replica: it is new, or was
+        missing from the heartbeat table long enough for them to stop counting it,
+        and some live peer has had no heartbeat since (one that cannot be reading
+        any more is not waited for). Until then the peers' shares and ours together
+        would pass the workspace's limit."""
+        now = seen.get(self.id)
+        if now is None:  # a single-process store
+            return False
+        if self._seen_at is None or now - self._seen_at >= self._timeout:
+            self._joined_at = now
+        self._seen_at = now
+        if self._joined_at is None:
+            return False
+        reading = now - self._timeout * VALID_FRACTION
+        if any(
+            reading < at < self._joined_at + JOIN_MARGIN_S
+            for replica, at in seen.items()
+            if replica != self.id
+        ):
+            return True
+        self._joined_at = None
+        return False
+
+    async def _renewal(self) -> tuple[list[str], dict[str, float]]:
         lost = await self._store.renew_leases()
         return lost, await self._store.heartbeat(len(self._engine.entries))
 

@@ -389,6 +389,7 @@ class Store(Protocol):
         """Drop every lease held, without asking the database (it is unreachable and
         the leases may have run out meanwhile): their writes are refused from now on."""
 
-    async def heartbeat(self, leases: int) -> list[str]:
+    async def heartbeat(self, leases: int) -> dict[str, float]:
         """Record this process as alive; returns the live processes (this one
-        included) sharing the store, or ``[]`` for a single-process store."""
+        included) sharing the store, each with the time of its last heartbeat by
+        the store's clock (this one's: now), or ``{}`` for a single-process store."""

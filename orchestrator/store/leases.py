@@ -31,8 +31,8 @@ class SingleOwnerLeases:
     def forget_leases(self) -> None:
         return None
 
-    async def heartbeat(self, leases: int) -> list[str]:
-        return []
+    async def heartbeat(self, leases: int) -> dict[str, float]:
+        return {}
 
 
 class LeaseBook:

@@ -187,9 +187,10 @@ RELEASE_OWNER = (
 HEARTBEAT = (
     "WITH hb AS (INSERT INTO replicas (replica_id, started_at, seen_at, leases)"
     f" VALUES ($1, {NOW}, {NOW}, $2)"
-    f" ON CONFLICT (replica_id) DO UPDATE SET seen_at = {NOW}, leases = $2 RETURNING replica_id)"
-    " SELECT replica_id FROM hb UNION"
-    f" SELECT replica_id FROM replicas WHERE seen_at >= {NOW} - $3 ORDER BY replica_id"
+    f" ON CONFLICT (replica_id) DO UPDATE SET seen_at = {NOW}, leases = $2"
+    " RETURNING replica_id, seen_at)"
+    " SELECT replica_id, seen_at FROM hb UNION ALL SELECT replica_id, seen_at FROM replicas"
+    f" WHERE seen_at >= {NOW} - $3 AND replica_id <> $1 ORDER BY replica_id"
 )
 FORGET_REPLICAS = f"DELETE FROM replicas WHERE replica_id = $1 OR seen_at < {NOW} - 86400"
 NOTIFY = "SELECT pg_notify($1, $2)"

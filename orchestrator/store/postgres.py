@@ -214,10 +214,10 @@ class PostgresStore:
     def forget_leases(self) -> None:
         self.book.tokens.clear()
 
-    async def heartbeat(self, leases: int) -> list[str]:
+    async def heartbeat(self, leases: int) -> dict[str, float]:
         async with self._lease_pool.connection("heartbeat failed", transaction=False) as conn:
             rows = await conn.fetch(q.HEARTBEAT, self.replica_id, leases, self.lease_timeout_s)
-        return [str(row[0]) for row in rows]
+        return {str(row[0]): float(row[1]) for row in rows}
 
     async def notify_work(self) -> None:
         """Tell idle replicas that there is work to claim."""

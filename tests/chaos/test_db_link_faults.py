@@ -61,6 +61,7 @@ async def replicas(
     session: aiohttp.ClientSession,
     n: int,
     lease_timeout_s: float = LEASE_TIMEOUT_S,
+    rate: float | None = None,
 ) -> AsyncIterator[list[Replica]]:
     secrets = Secrets()
     target = urllib.parse.urlsplit(dsn)
@@ -76,6 +77,8 @@ async def replicas(
             directory.mkdir()
             ws_url = f"http://127.0.0.1:{workspace.port}"
             cfg = write_config(directory, port=port, sim_url=ws_url, store_path=directory / "x.db")
+            if rate is not None:  # the workspace's combined limit
+                cfg.write_text(cfg.read_text() + f"max_requests_per_second = {rate}\n")
             env = {
                 **secrets.env(),
                 "ORCH_STORE__URL": through(dsn, proxy.port),
@@ -232,6 +235,63 @@ async def test_a_slow_database_costs_no_lease_and_at_most_half_the_reads(
 
 async def takeovers_of(replica: Replica) -> float:
     return metric_sum(await replica.client.metrics(), "orchestrator_lease_takeovers_total")
+
+
+def busiest_second(sim: RunningSimulator) -> int:
+    """The most workspace requests of the fleet in any one-second window."""
+    times = sorted(r["t"] for r in sim.state.log.requests(None))
+    most, first = 0, 0
+    for last, t in enumerate(times):
+        while times[first] <= t - 1.0:
+            first += 1
+        most = max(most, last - first + 1)
+    return most
+
+
+async def post_jobs(
+    sim: RunningSimulator, session: aiohttp.ClientSession, replica: Replica, n: int
+) -> None:
+    items = []
+    for _ in range(n):
+        rid = await script(session, sim.url, "function_job", "Completed", 60)
+        items.append({"kind": "function_job", "remote_id": rid, "timeout_s": 600})
+    status, _ = await replica.client.post("/v1/trackings/batch", {"items": items})
+    assert status == 200
+
+
+@pytest.mark.timeout(180)
+async def test_a_replica_that_rejoins_keeps_the_fleet_within_the_rate_limit(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    """r0's database link hangs past its lease; its peers take the whole limit
+    between them. When it heals, work posted to r0 waits until both peers have
+    counted it: before that their halves and its third would pass the limit."""
+    limit = 30
+    async with (
+        await start_simulator(host="127.0.0.1", port=0, profile="fast", seed=5) as sim,
+        aiohttp.ClientSession() as session,
+        replicas(tmp_path, postgres_dsn, sim, session, 3, rate=limit) as fleet,
+    ):
+        for r in fleet:  # enough work to keep every share busy (about 3 reads a second each)
+            await post_jobs(sim, session, r, 15)
+        await asyncio.sleep(3)
+        fleet[0].proxy.set("hang")
+        await asyncio.sleep(LEASE_TIMEOUT_S * 2)  # r0 is gone from the peers' count
+        fleet[0].proxy.set("pass")
+        async with asyncio.timeout(30):
+            while True:
+                _, status, _ = await probe(session, fleet[0].serve.url + "/readyz")
+                if status == 200:
+                    break
+                await asyncio.sleep(0.1)
+        await post_jobs(sim, session, fleet[0], 15)  # r0 reads these as soon as it may
+        await asyncio.sleep(LEASE_TIMEOUT_S * 2)
+        busiest = busiest_second(sim)
+        # Each replica's bucket lets through its share plus a burst of one a second.
+        print(f"busiest second: {busiest} requests against a limit of {limit}")
+        assert busiest <= limit + len(fleet), busiest
+        for r in fleet:
+            assert await asyncio.to_thread(r.serve.terminate) == 0
 
 
 @pytest.mark.timeout(180)

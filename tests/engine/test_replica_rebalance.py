@@ -40,8 +40,9 @@ class ThreePeers(MemoryStore):
     async def renew_leases(self) -> list[str]:
         return []
 
-    async def heartbeat(self, leases: int) -> list[str]:
-        return ["r1", "r2", "r3"]
+    async def heartbeat(self, leases: int) -> dict[str, float]:
+        now = asyncio.get_running_loop().time()  # every peer's heartbeat is fresh
+        return {"r1": now, "r2": now, "r3": now}
 
     async def release_leases(
         self, tracking_ids: Sequence[str] | None = None, *, hold_s: float = 0.0
@@ -67,7 +68,7 @@ def test_a_replica_above_its_share_hands_the_excess_back_and_forgets_it() -> Non
         )  # fmt: skip
         stop = asyncio.Event()
         task = asyncio.create_task(replica.run(stop))
-        await asyncio.sleep(1)
+        await asyncio.sleep(2.5)  # joined once the peers' heartbeats saw it (1 s on)
         # 30 active among three live replicas: a share of 10; 20 handed back, once.
         [(released, hold)] = store.released
         assert len(released) == 20 and hold == LEASE_S * (1 - VALID_FRACTION)

@@ -37,8 +37,8 @@ class HungRenewals(MemoryStore):
             await asyncio.sleep(3600)
         return []
 
-    async def heartbeat(self, leases: int) -> list[str]:
-        return ["r1"]
+    async def heartbeat(self, leases: int) -> dict[str, float]:
+        return {"r1": asyncio.get_running_loop().time()}
 
 
 def test_a_renewal_that_never_answers_is_store_trouble_then_the_leases_go() -> None:
@@ -86,8 +86,9 @@ class Outage(MemoryStore):
             raise StoreUnavailable("the database restarts")
         return []
 
-    async def heartbeat(self, leases: int) -> list[str]:
-        return ["r1", "r2", "r3"] if self.clock() < 20.0 else ["r1"]
+    async def heartbeat(self, leases: int) -> dict[str, float]:
+        now = self.clock()
+        return {"r1": now, "r2": now, "r3": now} if now < 20.0 else {"r1": now}
 
 
 def test_after_an_outage_the_share_grows_only_two_leases_after_the_store_is_back() -> None:
@@ -108,6 +109,55 @@ def test_after_an_outage_the_share_grows_only_two_leases_after_the_store_is_back
         assert gate.share == 3  # the others may be reconnecting still
         await asyncio.sleep(30)  # 135 s: two leases and more since it came back
         assert gate.share == 1  # they are gone: the whole limit is r1's
+        stop.set()
+        await task
+        await r.close()
+
+    run(main)
+
+
+class Peers(MemoryStore):
+    """Two live peers that heartbeat every 10 s (r2 at 3, 13, ..., r3 at 7, 17, ...),
+    as replicas renewing a third of a 30 s lease do; the store's clock is ours."""
+
+    shares_work = True
+
+    def __init__(self, inner: MemoryStore, clock: Callable[[], float]) -> None:
+        self.__dict__.update(inner.__dict__)
+        self.clock = clock
+
+    async def renew_leases(self) -> list[str]:
+        return []
+
+    async def heartbeat(self, leases: int) -> dict[str, float]:
+        now = self.clock()
+
+        def last(offset: float) -> float:
+            return offset + 10 * ((now - offset) // 10)
+
+        return {"r1": now, "r2": last(3.0), "r3": last(7.0)}
+
+
+def test_a_joining_replica_reads_only_once_every_peer_has_counted_it() -> None:
+    """Until a peer's heartbeat has seen the newcomer, that peer still takes half of
+    the workspace's limit: the newcomer's third on top would pass it."""
+
+    async def main() -> None:
+        r = await rig(store={"lease_timeout_s": LEASE_S})
+        r.transport.script(JOB, body(200, {"JobId": "J-1", "Status": "Queued", "CanCancel": True}))
+        await r.track("function_job", "J-1")  # its first read due at 0.8-1.2 s
+        replica = Replica(
+            replica_id="r1", store=Peers(r.store, r.clock.monotonic), engine=r.engine,
+            settings=r.settings, metrics=Metrics(), bus=EventBus(), monotonic=r.clock.monotonic,
+        )  # fmt: skip
+        stop = asyncio.Event()
+        task = asyncio.create_task(replica.run(stop))
+        await asyncio.sleep(6.5)  # r2 has counted r1 (at 3 s), r3 not yet (at 7 s)
+        assert replica.state == "joining"
+        assert r.transport.count(JOB) == 0
+        await asyncio.sleep(3)  # r3 at 7 s; r1's next heartbeat sees it
+        assert replica.state == "holding"
+        assert r.transport.count(JOB) >= 1
         stop.set()
         await task
         await r.close()
