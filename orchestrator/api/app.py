@@ -17,7 +17,9 @@ from orchestrator.runtime import RUNTIME, Runtime
 
 # Readiness asks the store, and answers whatever the store does: a probe a hung
 # database link holds is not ready (an orchestrator can then see and replace us).
-READY_STORE_BOUND_S = 0.5
+# Within a 1 s probe, and long enough for a database 300 ms away each way: slow is
+# not down.
+READY_STORE_BOUND_S = 0.8
 
 
 async def _store_answers(rt: Runtime) -> str | None:

@@ -81,9 +81,13 @@ class Pool:
 
     async def open(self) -> None:
         try:
+            # Opened whole and kept: a connection opened under load costs several round
+            # trips (TCP, start-up, authentication), seconds on a slow link, while the
+            # renewals and claims that need one wait.
             self._pool = await asyncpg.create_pool(
-                min_size=1, max_size=self._size, reset=_nothing_to_reset, **self.connect_kwargs()
-            )
+                min_size=self._size, max_size=self._size, max_inactive_connection_lifetime=0,
+                reset=_nothing_to_reset, **self.connect_kwargs(),
+            )  # fmt: skip
         except Exception as exc:
             raise store_error(exc, f"cannot connect to {redacted(self.dsn)}") from None
 

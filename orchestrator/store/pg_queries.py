@@ -87,12 +87,14 @@ _POLL_ARRAYS = (
 # Poll results, fenced: only the holder of the current, unexpired lease writes. A
 # derived deadline (dl, dls) and the work's class and start (wc, wst) are written with
 # them, fenced alike (NULL: unchanged).
-RECORD_POLLS = (
-    f"WITH a AS (SELECT * FROM {_POLL_ARRAYS}),"
+_RECORD_POLLS_ROWS = (
+    f"a AS (SELECT * FROM {_POLL_ARRAYS}),"
     " u AS (SELECT a.* FROM trackings t JOIN a ON t.tracking_id = a.id"
     f"   WHERE t.state = 'active' AND t.lease_token = a.tok AND t.lease_until >= {NOW}"
     "   ORDER BY t.tracking_id FOR NO KEY UPDATE OF t)"
-    " UPDATE trackings t SET polls = u.polls, last_polled_at = u.lpa, next_poll_at = u.npa,"
+)
+_RECORD_POLLS = (
+    "UPDATE trackings t SET polls = u.polls, last_polled_at = u.lpa, next_poll_at = u.npa,"
     " last_error = u.err,"
     " remote_status = CASE WHEN u.changed THEN u.rs ELSE t.remote_status END,"
     " remote = CASE WHEN u.changed THEN u.remote ELSE t.remote END,"
@@ -104,21 +106,62 @@ RECORD_POLLS = (
     " work_started_at = coalesce(u.wst, t.work_started_at)"
     " FROM u WHERE t.tracking_id = u.id RETURNING t.tracking_id"
 )
+RECORD_POLLS = f"WITH {_RECORD_POLLS_ROWS} {_RECORD_POLLS}"
 
-_FINISH_SET = (
-    "UPDATE trackings SET state = 'terminal', outcome = $2, terminal_at = $3, result = $4,"
-    " next_poll_at = NULL, polls = coalesce($5, polls),"
-    " last_polled_at = coalesce($6, last_polled_at),"
-    " last_error = CASE WHEN $5::int IS NOT NULL THEN $7 ELSE coalesce($7, last_error) END,"
-    " remote_status = CASE WHEN $8 THEN $9 ELSE remote_status END,"
-    " remote = CASE WHEN $8 THEN $10 ELSE remote END,"
-    " lease_owner = NULL, lease_until = 0"
-    " WHERE tracking_id = $1 AND state = 'active'"
+# Terminal writes, together: a holder's fenced like a poll result (tok: its lease
+# token); a caller's abandon (tok NULL) accepted from any replica, as it is no stale
+# poller's write. Rows are locked in one order, as RECORD_POLLS does.
+_FINISH_ROWS = (
+    "f AS (SELECT * FROM unnest($1::text[], $2::text[], $3::float8[], $4::bytea[],"
+    " $5::int[], $6::float8[], $7::bytea[], $8::bool[], $9::text[], $10::bytea[], $11::bigint[])"
+    " AS f(id, outcome, at, result, polls, lpa, err, changed, rs, remote, tok)),"
+    " u AS (SELECT f.* FROM trackings t JOIN f ON t.tracking_id = f.id WHERE t.state = 'active'"
+    f"   AND (f.tok IS NULL OR (t.lease_token = f.tok AND t.lease_until >= {NOW}))"
+    "   ORDER BY t.tracking_id FOR NO KEY UPDATE OF t)"
 )
-# A terminal write of the lease holder, fenced like a poll result.
-FINISH_LEASED = f"{_FINISH_SET} AND lease_token = $11 AND lease_until >= {NOW}"
-# A caller's abandon, accepted from any replica: it is no stale poller's write.
-FINISH_UNLEASED = _FINISH_SET
+_FINISH = (
+    "UPDATE trackings t SET state = 'terminal', outcome = u.outcome, terminal_at = u.at,"
+    " result = u.result, next_poll_at = NULL, polls = coalesce(u.polls, t.polls),"
+    " last_polled_at = coalesce(u.lpa, t.last_polled_at),"
+    " last_error = CASE WHEN u.polls IS NOT NULL THEN u.err ELSE coalesce(u.err, t.last_error) END,"
+    " remote_status = CASE WHEN u.changed THEN u.rs ELSE t.remote_status END,"
+    " remote = CASE WHEN u.changed THEN u.remote ELSE t.remote END,"
+    " lease_owner = NULL, lease_until = 0"
+    " FROM u WHERE t.tracking_id = u.id RETURNING t.tracking_id"
+)
+
+
+def _with_events(rows: str, write: str, first: int) -> str:
+    """``write`` (an UPDATE after the CTEs ``rows``, returning the trackings it moved) and, in
+    the same statement, the events of the trackings it moved, in the order given, with
+    their deliveries; parameters from ``$first`` are the event and delivery arrays
+    (as INSERT_EVENTS takes them). One statement, so no row lock or the log's lock is
+    held across a round trip. The log's lock is taken after the rows' (it reads all of
+    w first) and held to commit: seq order is commit order."""
+    ev = ", ".join(
+        f"${first + i}::{t}[]"
+        for i, t in enumerate(("text", "text", "text", "float8", "bytea", "bool", "text"))
+    )
+    dl = ", ".join(f"${first + 7 + i}::text[]" for i in range(3))
+    return (
+        f"WITH {rows}, w AS ({write}),"
+        f" l AS (SELECT pg_advisory_xact_lock({EVENTS_LOCK_KEY}) FROM (SELECT count(*) FROM w) c),"
+        " ev AS (INSERT INTO events (event_id, tracking_id, type, time, payload, terminal, sink)"
+        f" SELECT e.id, e.tid, e.type, e.time, e.payload, e.terminal, e.sink FROM l, unnest({ev})"
+        " WITH ORDINALITY AS e(id, tid, type, time, payload, terminal, sink, n)"
+        " WHERE e.tid IN (SELECT tracking_id FROM w) ORDER BY e.n RETURNING seq, event_id, time),"
+        " d AS (INSERT INTO deliveries (event_seq, destination, url, state, attempts,"
+        " next_attempt_at, created_at) SELECT ev.seq, x.dest, x.url, 'pending', 0, ev.time, ev.time"
+        f" FROM unnest({dl}) AS x(eid, dest, url) JOIN ev ON ev.event_id = x.eid),"
+        " hi AS (UPDATE event_seq_high SET seq = greatest(seq, (SELECT max(seq) FROM ev))"
+        " WHERE id = 1),"
+        f" n AS (SELECT pg_notify('{CHANNEL}', 'events') FROM (SELECT 1 FROM ev LIMIT 1) one)"
+        " SELECT w.tracking_id, (SELECT count(*) FROM n) FROM w"
+    )
+
+
+FINISH = _with_events(_FINISH_ROWS, _FINISH, 12)
+RECORD_POLLS_EVENTS = _with_events(_RECORD_POLLS_ROWS, _RECORD_POLLS, 16)
 
 
 # The listing query, as SQLite's but with numbered placeholders (the set of texts is
@@ -171,11 +214,13 @@ RENEW = (
     " WHERE t.tracking_id = b.id RETURNING t.tracking_id"
 )
 # Claimable at once ($3 = 0), or $3 seconds from now (a hand-over: see engine/replica.py).
+# One statement (no lock held across a round trip); idle replicas are told on commit.
 RELEASE = (
-    f"{_HELD} ORDER BY t.tracking_id FOR NO KEY UPDATE OF t)"
-    " UPDATE trackings t SET lease_owner = NULL,"
+    f"{_HELD} ORDER BY t.tracking_id FOR NO KEY UPDATE OF t),"
+    " r AS (UPDATE trackings t SET lease_owner = NULL,"
     f" lease_until = CASE WHEN $3::float8 > 0 THEN {NOW} + $3 ELSE 0 END FROM b"
-    " WHERE t.tracking_id = b.id"
+    " WHERE t.tracking_id = b.id)"
+    f" SELECT pg_notify('{CHANNEL}', 'work')"
 )
 # At start-up: whatever an earlier process of the same replica id still held.
 RELEASE_OWNER = (
@@ -198,16 +243,22 @@ NOTIFY = "SELECT pg_notify($1, $2)"
 # -- events ---------------------------------------------------------------------------------
 
 LOCK_EVENTS = f"SELECT pg_advisory_xact_lock({EVENTS_LOCK_KEY})"
-INSERT_EVENT = (
-    "INSERT INTO events (event_id, tracking_id, type, time, payload, terminal, sink)"
-    " VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING seq"
+# Events appended together in the order given (seq follows the arrays' order), each
+# with its deliveries (x: event id, destination, URL); the high-water mark raised and
+# the other replicas told, both on commit. One round trip for any number of events.
+INSERT_EVENTS = (
+    "WITH ev AS (INSERT INTO events (event_id, tracking_id, type, time, payload, terminal, sink)"
+    " SELECT e.id, e.tid, e.type, e.time, e.payload, e.terminal, e.sink FROM unnest($1::text[],"
+    " $2::text[], $3::text[], $4::float8[], $5::bytea[], $6::bool[], $7::text[])"
+    " WITH ORDINALITY AS e(id, tid, type, time, payload, terminal, sink, n) ORDER BY e.n"
+    " RETURNING seq, event_id, time),"
+    " d AS (INSERT INTO deliveries (event_seq, destination, url, state, attempts,"
+    " next_attempt_at, created_at) SELECT ev.seq, x.dest, x.url, 'pending', 0, ev.time, ev.time"
+    " FROM unnest($8::text[], $9::text[], $10::text[]) AS x(eid, dest, url)"
+    " JOIN ev ON ev.event_id = x.eid),"
+    " hi AS (UPDATE event_seq_high SET seq = greatest(seq, (SELECT max(seq) FROM ev)) WHERE id = 1)"
+    f" SELECT max(seq), pg_notify('{CHANNEL}', 'events') FROM ev"
 )
-INSERT_DELIVERIES = (
-    "INSERT INTO deliveries (event_seq, destination, url, state, attempts, next_attempt_at,"
-    " created_at) SELECT $1, d.dest, d.url, 'pending', 0, $2, $2"
-    " FROM unnest($3::text[], $4::text[]) AS d(dest, url)"
-)
-RAISE_SEQ_HIGH = "UPDATE event_seq_high SET seq = greatest(seq, $1) WHERE id = 1"
 EVENTS_AFTER = f"SELECT {EVENT_COLUMNS} FROM events WHERE seq > $1 ORDER BY seq LIMIT $2"
 LAST_EVENT_SEQ = "SELECT seq FROM event_seq_high WHERE id = 1"
 

@@ -1,13 +1,16 @@
 """The PostgreSQL store's writes of trackings and events, as functions of one connection.
 
-Each runs inside a transaction its caller opened. Poll results and terminal
-writes carry the fencing token of the lease this replica holds (``LeaseBook``);
-the statements themselves refuse a write whose lease has passed or moved, so a
-replica that stalled past its lease cannot overwrite its successor's work.
+Poll results and terminal writes, with their events, are one statement each (its
+own transaction: no lock is held across a round trip, which a slow link would
+stretch); the others run inside a transaction their caller opened. Poll results
+and terminal writes carry the fencing token of the lease this replica holds
+(``LeaseBook``); the statements themselves refuse a write whose lease has passed
+or moved, so a replica that stalled past its lease cannot overwrite its
+successor's work.
 
-Event order: every transaction that appends events first takes one
-transaction-level advisory lock and holds it to commit. PostgreSQL hands out
-identity values in call order but commits in any order, so without it a reader
+Event order: every transaction that appends events takes one transaction-level
+advisory lock before its first seq is assigned and holds it to commit.
+PostgreSQL hands out identity values in call order but commits in any order, so without it a reader
 following ``after=SEQ`` could pass seq 11 (committed) while seq 10 is still
 being written, and never see 10. Under the lock the next writer gets its seq
 only once the previous writer is committed and visible: seq order is commit
@@ -36,35 +39,28 @@ from orchestrator.store.leases import LeaseBook
 Connection = Any  # asyncpg.Connection: asyncpg ships no type information
 
 
-class EventWriter:
-    """Appends events within one transaction, under the log's advisory lock."""
+def _event_columns(events: Sequence[tuple[NewEvent, bool]]) -> list[list[Any]]:
+    """Events (with whether each is terminal) as INSERT_EVENTS's ten arrays: the
+    events', then their deliveries' (event id, destination, URL)."""
+    rows = [(e.event_id, e.tracking_id, e.type, e.time, e.payload, t, e.sink) for e, t in events]
+    to = [
+        (e.event_id, d, e.callback_url if d == "callback" else None)
+        for e, _ in events
+        for d in dict.fromkeys(e.destinations)
+    ]
+    return _columns(rows, 7) + _columns(to, 3)
 
-    def __init__(self, conn: Connection) -> None:
-        self._conn = conn
-        self.high = 0
 
-    async def append(self, event: NewEvent, *, terminal: bool = False) -> int:
-        if self.high == 0:
-            await self._conn.execute(q.LOCK_EVENTS)
-        seq = int(
-            await self._conn.fetchval(
-                q.INSERT_EVENT,
-                event.event_id, event.tracking_id, event.type, event.time, event.payload,
-                terminal, event.sink,
-            )
-        )  # fmt: skip
-        destinations = list(dict.fromkeys(event.destinations))
-        if destinations:
-            urls = [event.callback_url if d == "callback" else None for d in destinations]
-            await self._conn.execute(q.INSERT_DELIVERIES, seq, event.time, destinations, urls)
-        self.high = seq
-        return seq
+def _columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:
+    """Rows as the column arrays an unnest takes (empty arrays for no rows)."""
+    return [list(c) for c in zip(*rows, strict=True)] if rows else [[] for _ in range(width)]
 
-    async def close(self) -> None:
-        """Record the high-water mark and tell the other replicas (both on commit)."""
-        if self.high:
-            await self._conn.execute(q.RAISE_SEQ_HIGH, self.high)
-            await self._conn.execute(q.NOTIFY, q.CHANNEL, "events")
+
+async def append_events(conn: Connection, events: Sequence[NewEvent]) -> None:
+    """Events of no tracking write (a sink's change) appended under the log's lock,
+    within the caller's transaction."""
+    await conn.execute(q.LOCK_EVENTS)
+    await conn.execute(q.INSERT_EVENTS, *_event_columns([(e, False) for e in events]))
 
 
 async def create_trackings(
@@ -109,24 +105,24 @@ def _poll_row(u: PollUpdate, token: int) -> list[Any]:
 
 
 async def record_polls(conn: Connection, updates: Sequence[PollUpdate], book: LeaseBook) -> None:
-    """Poll results of the trackings this replica holds; others are not even sent."""
-    events = EventWriter(conn)
-    plain: dict[str, list[Any]] = {}
+    """Poll results of the trackings this replica holds (others are not even sent),
+    each tracking's folded into one row, with the events of the rows that moved: one
+    statement, whatever the batch holds."""
+    rows: dict[str, list[Any]] = {}
+    events: list[tuple[NewEvent, bool]] = []
     for u in updates:
         token = book.tokens.get(u.tracking_id)
-        if token is None:
-            continue
-        if u.event is None:
-            _fold(plain, u, token)
-            continue
-        # An update with an event needs to know whether its row moved; the plain ones
-        # before it are written first, so that updates apply in the order given.
-        await _write_plain(conn, plain)
-        plain = {}
-        if await conn.fetch(q.RECORD_POLLS, *([v] for v in _poll_row(u, token))):
-            await events.append(u.event)
-    await _write_plain(conn, plain)
-    await events.close()
+        if token is not None:
+            _fold(rows, u, token)
+            if u.event is not None:
+                events.append((u.event, False))
+    if not rows:
+        return
+    columns = _columns(list(rows.values()), 15)
+    if events:
+        await conn.fetch(q.RECORD_POLLS_EVENTS, *columns, *_event_columns(events))
+    else:
+        await conn.execute(q.RECORD_POLLS, *columns)
 
 
 def _fold(rows: dict[str, list[Any]], u: PollUpdate, token: int) -> None:
@@ -147,34 +143,33 @@ def _fold(rows: dict[str, list[Any]], u: PollUpdate, token: int) -> None:
         row[13:15] = fresh[13:15]
 
 
-async def _write_plain(conn: Connection, rows: dict[str, list[Any]]) -> None:
-    if rows:
-        columns = [list(c) for c in zip(*rows.values(), strict=True)]
-        await conn.execute(q.RECORD_POLLS, *columns)
-
-
 async def finish(conn: Connection, items: Sequence[Finish], book: LeaseBook) -> list[bool]:
-    events = EventWriter(conn)
-    out: list[bool] = []
+    """Terminal writes with their events in one statement: a held tracking's fenced by
+    its lease, an abandon of one this replica does not hold unfenced, any other not
+    ours to end (its holder will). Only the first write of a tracking counts."""
+    rows: dict[str, list[Any]] = {}
+    events: list[tuple[NewEvent, bool]] = []
     for item in items:
         token = book.tokens.get(item.tracking_id)
-        params: list[Any] = [
+        if item.tracking_id in rows or (token is None and item.outcome != "abandoned"):
+            continue
+        rows[item.tracking_id] = [
             item.tracking_id, item.outcome, item.terminal_at, codec.dump(item.result),
             item.polls, item.last_polled_at, codec.dump(item.last_error), item.remote_changed,
             item.remote_status if item.remote_changed else None,
             codec.dump(item.remote) if item.remote_changed else None,
+            token,
         ]  # fmt: skip
-        if token is not None:
-            status = await conn.execute(q.FINISH_LEASED, *params, token)
-        elif item.outcome == "abandoned":
-            status = await conn.execute(q.FINISH_UNLEASED, *params)
-        else:
-            status = "UPDATE 0"  # not ours to end: its holder will
-        moved = status == "UPDATE 1"
-        if moved:
-            await events.append(item.event, terminal=True)
-        out.append(moved)
-    await events.close()
+        events.append((item.event, True))
+    moved: set[str] = set()
+    if rows:
+        columns = _columns(list(rows.values()), 11)
+        found = await conn.fetch(q.FINISH, *columns, *_event_columns(events))
+        moved = {row[0] for row in found}
+    out: list[bool] = []
+    for item in items:
+        out.append(item.tracking_id in moved)
+        moved.discard(item.tracking_id)  # a second write of it in the batch did nothing
     return out
 
 
@@ -197,9 +192,7 @@ async def enable_sink(conn: Connection, destination: str, event: NewEvent) -> bo
 
 async def _sink_changed(conn: Connection, event: NewEvent) -> None:
     """The operational event of a sink's change, and word of it to the other replicas."""
-    events = EventWriter(conn)
-    await events.append(event)
-    await events.close()
+    await append_events(conn, [event])
     await conn.execute(q.NOTIFY, q.CHANNEL, "sinks")  # the other replicas adopt it
 
 

@@ -137,13 +137,14 @@ class PostgresStore:
 
     async def record_polls(self, updates: Sequence[PollUpdate]) -> None:
         if updates:
-            async with self._pool.connection("poll results not stored", transaction=True) as c:
+            # One statement: its own transaction, one round trip.
+            async with self._pool.connection("poll results not stored", transaction=False) as c:
                 await writes.record_polls(c, updates, self.book)
 
     async def finish(self, items: Sequence[Finish]) -> list[bool]:
         if not items:
             return []
-        async with self._pool.connection("terminal state not stored", transaction=True) as c:
+        async with self._pool.connection("terminal state not stored", transaction=False) as c:
             done = await writes.finish(c, items, self.book)
         # Ended, or refused because the lease moved: this replica holds it no more.
         self.book.drop([item.tracking_id for item in items])
@@ -207,9 +208,8 @@ class PostgresStore:
         if not ids:
             return
         self.book.drop(ids)  # given up whatever the database says: never written again
-        async with self._pool.connection("release failed", transaction=True) as conn:
+        async with self._pool.connection("release failed", transaction=False) as conn:
             await conn.execute(q.RELEASE, ids, tokens, hold_s)
-            await conn.execute(q.NOTIFY, q.CHANNEL, "work")
 
     def forget_leases(self) -> None:
         self.book.tokens.clear()

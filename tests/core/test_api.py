@@ -170,5 +170,5 @@ async def test_readiness_answers_when_the_store_hangs(
     async with asyncio.timeout(5):  # a probe that waited on the store would hang here
         status, ready = await api.call("GET", "/readyz")
     assert status == 503
-    assert ready["reasons"] == ["store did not answer within 0.5 s"]
+    assert ready["reasons"] == ["store did not answer within 0.8 s"]
     hung.set()
