@@ -5,6 +5,7 @@
 #   runc                 the OCI runtime (crun refuses some sandboxes' cgroup mount)
 #   netavark, aardvark-dns, iptables
 #                        podman networks with name resolution, published ports
+#                        (iptables also makes the packet loss of tests/chaos/links.py)
 #   catatonit            the pause process of a pod's infra container
 #   debootstrap          a stand-in python:3.11-slim base when no registry serves it
 #                        (scripts/podman-sandbox.sh base)

@@ -5,7 +5,7 @@ a test switches between faults while the connections stay up:
 - ``hang``: bytes are held (sockets stay open, nothing is refused): a
   black-holed link, as a partition that drops packets without a reset looks;
 - ``reset``: every connection is cut with a reset, and new ones too;
-- ``delay``: every chunk waits ``delay_s`` before it goes on, each direction
+- ``delay``: every chunk goes on ``delay_s`` after it arrived, each direction
   (a slow or distant database).
 
 Held bytes go on, in order, when the link passes again.
@@ -87,15 +87,31 @@ class FaultProxy:
                 w.close()
 
     async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(ConnectionError, OSError):
-            while data := await reader.read(CHUNK):
-                await self._flowing.wait()
-                if self.mode == "delay" and self.delay_s > 0:
-                    await asyncio.sleep(self.delay_s)
-                if self.mode == "reset":
-                    return
-                writer.write(data)
-                await writer.drain()
+        """Bytes on, each chunk ``delay_s`` after it arrived (a link's latency: chunks
+        in flight do not wait for each other)."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+
+        async def send() -> None:
+            with contextlib.suppress(ConnectionError, OSError):
+                while (item := await queue.get())[1]:
+                    await self._flowing.wait()
+                    if self.mode == "delay" and self.delay_s > 0:
+                        await asyncio.sleep(item[0] + self.delay_s - loop.time())
+                    if self.mode == "reset":
+                        return
+                    writer.write(item[1])
+                    await writer.drain()
+
+        sender = asyncio.ensure_future(send())
+        try:
+            with contextlib.suppress(ConnectionError, OSError):
+                while data := await reader.read(CHUNK):
+                    queue.put_nowait((loop.time(), data))
+            queue.put_nowait((0.0, b""))
+            await sender
+        finally:
+            sender.cancel()
 
 
 def _reset(writer: asyncio.StreamWriter) -> None:
