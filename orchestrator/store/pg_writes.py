@@ -10,11 +10,11 @@ successor's work.
 
 Event order: every transaction that appends events takes one transaction-level
 advisory lock before its first seq is assigned and holds it to commit.
-PostgreSQL hands out identity values in call order but commits in any order, so without it a reader
-following ``after=SEQ`` could pass seq 11 (committed) while seq 10 is still
-being written, and never see 10. Under the lock the next writer gets its seq
-only once the previous writer is committed and visible: seq order is commit
-order, and every snapshot sees a prefix of the log.
+PostgreSQL hands out identity values in call order but commits in any order, so
+without it a reader following ``after=SEQ`` could pass seq 11 (committed) while
+seq 10 is still being written, and never see 10. Under the lock the next writer
+gets its seq only once the previous writer is committed and visible: seq order
+is commit order, and every snapshot sees a prefix of the log.
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ def _columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:
 
 
 async def append_events(conn: Connection, events: Sequence[NewEvent]) -> None:
-    """Events of no tracking write (a sink's change) appended under the log's lock,
-    within the caller's transaction."""
+    """Events no tracking write carries (a sink's change), appended under the log's
+    lock within the caller's transaction."""
     await conn.execute(q.LOCK_EVENTS)
     await conn.execute(q.INSERT_EVENTS, *_event_columns([(e, False) for e in events]))
 
