@@ -171,13 +171,17 @@ class WorkspaceClient:
             else:
                 answer = await self._send_traced(method, url, headers, body, timeout_s)
         except TimeoutError:
+            gate.unanswered()
             return timed_out(timeout_s, mono() - started)
         except AnswerTooLarge as exc:
+            gate.answered()
             return trouble("invalid_response", str(exc), mono() - started)
         except TransportError as exc:
+            gate.unanswered()
             return trouble("connection", str(exc), mono() - started)
         finally:
             gate.leave(holder)
+        gate.answered()
         header = answer.retry_after
         wait = None if header is None else parse_retry_after(header, self._clock.now())
         result = answered(answer.status, answer.body, wait, mono() - started, seen, digest_key)

@@ -39,6 +39,11 @@ class WorkspaceGate:
         self._bucket = TokenBucket(rate - (self.burst - 1.0), burst=self.burst, now=monotonic())
         self._slots = anyio.CapacityLimiter(max_in_flight)
         self.max_in_flight = max_in_flight
+        self._slots_total = max_in_flight  # this replica's share of max_in_flight
+        # While the workspace answers nothing (reads time out or cannot connect), one
+        # read at a time probes it: reads piled up unanswered would reach it all at
+        # once when the link heals, above the limit they were sent within.
+        self.probing = False
         self.blocked_until = 0.0
         # Replicas sharing a store: nothing goes out once this replica can no longer be
         # sure it still holds its leases (monotonic time; inf for a single process).
@@ -57,7 +62,20 @@ class WorkspaceGate:
         self.burst = max(1.0, rate / 50)
         self._bucket.rate = rate - (self.burst - 1.0)
         self._bucket.burst = self.burst
-        self._slots.total_tokens = max(1, self.max_in_flight // replicas)
+        self._slots_total = max(1, self.max_in_flight // replicas)
+        self._slots.total_tokens = 1 if self.probing else self._slots_total
+
+    def unanswered(self) -> None:
+        """A request got no answer at all: one in flight at a time from now."""
+        if not self.probing:
+            self.probing = True
+            self._slots.total_tokens = 1
+
+    def answered(self) -> None:
+        """The workspace answered (any status): the whole share of slots again."""
+        if self.probing:
+            self.probing = False
+            self._slots.total_tokens = self._slots_total
 
     def hold_leases_until(self, until: float) -> None:
         """A renewal landed: requests may go out until monotonic ``until``."""

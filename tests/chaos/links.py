@@ -58,7 +58,6 @@ from tests.faultproxy import FaultProxy
 from tests.serveproc import ServeProcess, free_port
 
 PROBE_TIMEOUT_S = 1.0  # what an orchestrator's readiness probe would allow
-REQUEST_TIMEOUT_S = 2.0  # the workspace's request_timeout_s in harness.write_config
 Link = Literal["db", "workspace", "sink"]
 
 

@@ -12,13 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.links import (
-    PROBE_TIMEOUT_S,
-    REQUEST_TIMEOUT_S,
-    SCENARIOS,
-    loss_tools,
-    run_link_scenario,
-)
+from tests.chaos.links import PROBE_TIMEOUT_S, SCENARIOS, loss_tools, run_link_scenario
 
 pytestmark = pytest.mark.slow
 
@@ -37,12 +31,10 @@ async def test_a_link_fault_loses_nothing_and_keeps_every_promise(
     print(json.dumps(f, indent=1))
     assert not report.failures, report.table()
     assert f["trackings"] >= 60 and f["close_reads"] == 0, report.examples
-    # Each replica's bucket may let one request more through in a window. A replica
-    # cut from the workspace has up to its share x request_timeout_s of reads in
-    # flight, sent within its share: the network delivers them when the link heals,
-    # beside the reads of that second.
-    late = f["limit"] / 3 * REQUEST_TIMEOUT_S if "workspace" in sc.links else 0
-    assert f["busiest_second"] <= f["limit"] + 3 + late, f
+    # Each replica's bucket lets one request more through in a one-second window. A
+    # replica cut from the workspace keeps one read in flight, not a pile that would
+    # reach the workspace all at once when the link heals.
+    assert f["busiest_second"] <= f["limit"] + 3, f
     assert f["readiness_unanswered"] == 0 and f["readiness_slowest_s"] <= PROBE_TIMEOUT_S, f
     assert f["ready_again_s"] is not None and f["feeds_differ"] == 0, f
     assert f["exit_codes"] == [0, 0, 0], f

@@ -140,3 +140,25 @@ async def test_read_handed_over_before_a_retry_after_waits_for_it() -> None:
     assert times["j-2"] - start >= 0.34
     sched.stop()
     await asyncio.wait_for(asyncio.gather(*tasks), 5)
+
+
+async def test_a_workspace_that_answers_nothing_gets_one_read_at_a_time() -> None:
+    """Reads that time out or cannot connect leave one read in flight at a time until
+    the workspace answers again: reads piled up on a cut link would all reach it when
+    the link heals."""
+    loop = asyncio.get_running_loop()
+    gate = WorkspaceGate(1000, 4, loop.time)
+    first, second, third = object(), object(), object()
+    assert gate.enter_nowait(first) and gate.enter_nowait(second)
+    gate.unanswered()
+    gate.leave(first)
+    assert not gate.enter_nowait(third)  # the second is still in flight
+    gate.leave(second)
+    assert gate.enter_nowait(third)
+    assert not gate.enter_nowait(object())
+    gate.set_share(2)  # a peer joined: still one at a time
+    assert not gate.enter_nowait(object())
+    gate.answered()
+    gate.leave(third)
+    assert gate.enter_nowait(object()) and gate.enter_nowait(object())
+    assert not gate.enter_nowait(object())  # the share of 4 between two replicas
