@@ -26,7 +26,7 @@ DSN_ENV = "ORCH_TEST_POSTGRES_DSN"
 DIR_ENV = "ORCH_TEST_POSTGRES_DIR"  # the cluster's directory, for scripts/pg-cluster.sh restart
 
 
-def _binaries() -> bool:
+def pg_binaries() -> bool:
     return any(os.access(p, os.X_OK) for p in glob.glob("/usr/lib/postgresql/*/bin/initdb"))
 
 
@@ -40,7 +40,7 @@ def server_dsn() -> Iterator[str]:
     reason = f"no PostgreSQL: set {DSN_ENV} or run scripts/install-postgresql.sh"
     if os.environ.get("CI"):
         pytest.fail(f"{reason} (CI must run the PostgreSQL tests)")
-    if not _binaries():
+    if not pg_binaries():
         pytest.skip(reason)
     with tempfile.TemporaryDirectory(prefix="orch-pg-") as tmp:
         os.chmod(tmp, 0o755)  # the cluster's owner (postgres, under root) must reach it
