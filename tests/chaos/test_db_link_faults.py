@@ -26,9 +26,13 @@ LEASE_TIMEOUT_S = 3.0
 
 async def leases_reach(replica: Replica, n: int) -> None:
     """Until the replica's lease gauge (kept every claim interval) shows ``n``."""
-    async with asyncio.timeout(30):
-        while metric_sum(await replica.client.metrics(), "orchestrator_replica_leases") != n:
-            await asyncio.sleep(0.2)
+    try:
+        async with asyncio.timeout(30):
+            while metric_sum(await replica.client.metrics(), "orchestrator_replica_leases") != n:
+                await asyncio.sleep(0.2)
+    except TimeoutError:
+        held = metric_sum(await replica.client.metrics(), "orchestrator_replica_leases")
+        raise AssertionError(f"{held:g} leases, not {n}: {replica.serve.tail(4000)}") from None
 
 
 @pytest.mark.timeout(180)

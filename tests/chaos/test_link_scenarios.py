@@ -7,6 +7,7 @@ probe answered within 1 s; and what each fault must show while it lasts."""
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -33,8 +34,11 @@ async def test_a_link_fault_loses_nothing_and_keeps_every_promise(
     assert f["trackings"] >= 60 and f["close_reads"] == 0, report.examples
     # Each replica's bucket lets one request more through in a one-second window. A
     # replica cut from the workspace keeps one read in flight, not a pile that would
-    # reach the workspace all at once when the link heals.
-    assert f["busiest_second"] <= f["limit"] + 3, f
+    # reach the workspace all at once when the link heals. Under packet loss, a request
+    # whose packet was lost waits for its retransmission and may land in a later
+    # second: up to the loss rate of a second's requests.
+    delayed = math.ceil(sc.loss * f["limit"]) if sc.mode == "loss" and sc.loss < 1 else 0
+    assert f["busiest_second"] <= f["limit"] + 3 + delayed, f
     assert f["readiness_unanswered"] == 0 and f["readiness_slowest_s"] <= PROBE_TIMEOUT_S, f
     assert f["ready_again_s"] is not None and f["feeds_differ"] == 0, f
     assert f["exit_codes"] == [0, 0, 0], f
