@@ -187,7 +187,7 @@ class Replica:
         sent = self._mono()
         bound = self._timeout * RENEW_BOUND_FRACTION
         try:
-            lost, peers = await bounded(self._renewal(), bound)
+            lost, peers = await bounded(self._store.renew_leases(len(self._engine.entries)), bound)
         except StoreError as exc:
             self._store_trouble(exc)
             return False
@@ -243,10 +243,6 @@ class Replica:
             return True
         self._joined_at = None
         return False
-
-    async def _renewal(self) -> tuple[list[str], dict[str, float]]:
-        lost = await self._store.renew_leases()
-        return lost, await self._store.heartbeat(len(self._engine.entries))
 
     def _divisor(self, now: float, live: int) -> int:
         """The largest live count seen over the last lease timeout: a replica that

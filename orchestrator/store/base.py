@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from orchestrator.store.work_classes import WorkClassMerge as WorkClassMerge
 from orchestrator.store.work_classes import WorkClassSummary as WorkClassSummary
@@ -225,6 +225,15 @@ class Claimed:
     takeovers: int = 0
 
 
+class Renewal(NamedTuple):
+    """What a renewal found: the leases lost, and the live processes (this one
+    included) sharing the store, each with the time of its last heartbeat by the
+    store's clock (this one's: now); ``{}`` for a single-process store."""
+
+    lost: list[str]
+    live: dict[str, float]
+
+
 class ActiveSource(Protocol):
     """What a resume reads: the active trackings and their count per workspace."""
 
@@ -375,9 +384,10 @@ class Store(Protocol):
         released) to this process, soonest due first. Single-process stores: nothing
         (their one owner already holds every tracking)."""
 
-    async def renew_leases(self) -> list[str]:
-        """Extend every lease this process holds; returns the trackings whose lease
-        could not be renewed (it had passed, or another process holds it now)."""
+    async def renew_leases(self, held: int) -> Renewal:
+        """Extend every lease this process holds and record it as alive, holding
+        ``held`` trackings: the trackings whose lease could not be renewed (it had
+        passed, or another process holds it now), and the live processes."""
 
     async def release_leases(
         self, tracking_ids: Sequence[str] | None = None, *, hold_s: float = 0.0
@@ -388,8 +398,3 @@ class Store(Protocol):
     def forget_leases(self) -> None:
         """Drop every lease held, without asking the database (it is unreachable and
         the leases may have run out meanwhile): their writes are refused from now on."""
-
-    async def heartbeat(self, leases: int) -> dict[str, float]:
-        """Record this process as alive; returns the live processes (this one
-        included) sharing the store, each with the time of its last heartbeat by
-        the store's clock (this one's: now), or ``{}`` for a single-process store."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from orchestrator.store.base import Claimed
+from orchestrator.store.base import Claimed, Renewal
 
 
 class SingleOwnerLeases:
@@ -20,8 +20,8 @@ class SingleOwnerLeases:
     async def claim_trackings(self, limit: int) -> Claimed:
         return Claimed()
 
-    async def renew_leases(self) -> list[str]:
-        return []
+    async def renew_leases(self, held: int) -> Renewal:
+        return Renewal([], {})
 
     async def release_leases(
         self, tracking_ids: Sequence[str] | None = None, *, hold_s: float = 0.0
@@ -30,9 +30,6 @@ class SingleOwnerLeases:
 
     def forget_leases(self) -> None:
         return None
-
-    async def heartbeat(self, leases: int) -> dict[str, float]:
-        return {}
 
 
 class LeaseBook:

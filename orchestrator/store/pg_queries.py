@@ -208,10 +208,21 @@ _HELD = (
     " b AS (SELECT a.id FROM trackings t"
     "   JOIN a ON t.tracking_id = a.id AND t.lease_token = a.tok WHERE t.state = 'active'"
 )
+# The leases renewed and the heartbeat in one statement, one round trip: on a database
+# answering in hundreds of milliseconds a renewal must land well within its bound. The
+# statement's snapshot does not see its own upsert, so this replica comes from the
+# upsert itself, with the ids it renewed.
 RENEW = (
-    f"{_HELD} AND t.lease_until >= {NOW} ORDER BY t.tracking_id FOR NO KEY UPDATE OF t)"
-    f" UPDATE trackings t SET lease_until = {NOW} + $3 FROM b"
-    " WHERE t.tracking_id = b.id RETURNING t.tracking_id"
+    f"{_HELD} AND t.lease_until >= {NOW} ORDER BY t.tracking_id FOR NO KEY UPDATE OF t),"
+    f" r AS (UPDATE trackings t SET lease_until = {NOW} + $3 FROM b"
+    " WHERE t.tracking_id = b.id RETURNING t.tracking_id),"
+    " hb AS (INSERT INTO replicas (replica_id, started_at, seen_at, leases)"
+    f" VALUES ($4, {NOW}, {NOW}, $5)"
+    f" ON CONFLICT (replica_id) DO UPDATE SET seen_at = {NOW}, leases = $5"
+    " RETURNING replica_id, seen_at)"
+    " SELECT replica_id, seen_at, (SELECT array_agg(tracking_id) FROM r) FROM hb"
+    " UNION ALL SELECT replica_id, seen_at, NULL::text[] FROM replicas"
+    f" WHERE seen_at >= {NOW} - $3 AND replica_id <> $4 ORDER BY replica_id"
 )
 # Claimable at once ($3 = 0), or $3 seconds from now (a hand-over: see engine/replica.py).
 # One statement (no lock held across a round trip); idle replicas are told on commit.
@@ -226,16 +237,6 @@ RELEASE = (
 RELEASE_OWNER = (
     "UPDATE trackings SET lease_owner = NULL, lease_until = 0"
     " WHERE lease_owner = $1 AND state = 'active'"
-)
-# The heartbeat and the live replicas in one round trip. The statement's snapshot
-# does not see its own upsert, so this replica comes from the upsert itself.
-HEARTBEAT = (
-    "WITH hb AS (INSERT INTO replicas (replica_id, started_at, seen_at, leases)"
-    f" VALUES ($1, {NOW}, {NOW}, $2)"
-    f" ON CONFLICT (replica_id) DO UPDATE SET seen_at = {NOW}, leases = $2"
-    " RETURNING replica_id, seen_at)"
-    " SELECT replica_id, seen_at FROM hb UNION ALL SELECT replica_id, seen_at FROM replicas"
-    f" WHERE seen_at >= {NOW} - $3 AND replica_id <> $1 ORDER BY replica_id"
 )
 FORGET_REPLICAS = f"DELETE FROM replicas WHERE replica_id = $1 OR seen_at < {NOW} - 86400"
 NOTIFY = "SELECT pg_notify($1, $2)"

@@ -34,6 +34,7 @@ from orchestrator.store.base import (
     NewEvent,
     NewTracking,
     PollUpdate,
+    Renewal,
     ReplaySpan,
     Tracking,
     TrackingQuery,
@@ -190,16 +191,16 @@ class PostgresStore:
         claimed.trackings.sort(key=lambda t: t.tracking_id)
         return claimed
 
-    async def renew_leases(self) -> list[str]:
+    async def renew_leases(self, held: int) -> Renewal:
         ids, tokens = self.book.arrays()
-        if not ids:
-            return []
         async with self._lease_pool.connection("renewal failed", transaction=False) as conn:
-            rows = await conn.fetch(q.RENEW, ids, tokens, self.lease_timeout_s)
-        renewed = {row[0] for row in rows}
+            rows = await conn.fetch(
+                q.RENEW, ids, tokens, self.lease_timeout_s, self.replica_id, held
+            )
+        renewed = set(next(r[2] for r in rows if r[0] == self.replica_id) or ())
         lost = [t for t in ids if t not in renewed]
         self.book.drop(lost)
-        return lost
+        return Renewal(lost, {str(row[0]): float(row[1]) for row in rows})
 
     async def release_leases(
         self, tracking_ids: Sequence[str] | None = None, *, hold_s: float = 0.0
@@ -213,11 +214,6 @@ class PostgresStore:
 
     def forget_leases(self) -> None:
         self.book.tokens.clear()
-
-    async def heartbeat(self, leases: int) -> dict[str, float]:
-        async with self._lease_pool.connection("heartbeat failed", transaction=False) as conn:
-            rows = await conn.fetch(q.HEARTBEAT, self.replica_id, leases, self.lease_timeout_s)
-        return {str(row[0]): float(row[1]) for row in rows}
 
     async def notify_work(self) -> None:
         """Tell idle replicas that there is work to claim."""

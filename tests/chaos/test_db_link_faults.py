@@ -44,8 +44,9 @@ async def test_a_hung_database_link_shows_in_readiness_metrics_and_intake(
         aiohttp.ClientSession() as session,
         replicas(tmp_path, postgres_dsn, sim, session, 1) as [r0],
     ):
+        # Every job runs past the test's end: a job that ended would leave the count.
         for _ in range(4):
-            rid = await script(session, sim.url, "function_job", "Completed", 60)
+            rid = await script(session, sim.url, "function_job", "Completed", 300)
             status, _ = await r0.client.post(
                 "/v1/trackings", {"kind": "function_job", "remote_id": rid}
             )
@@ -54,7 +55,7 @@ async def test_a_hung_database_link_shows_in_readiness_metrics_and_intake(
 
         r0.proxy.set("hang")
         cut = time.monotonic()
-        late_rid = await script(session, sim.url, "function_job", "Completed", 5)
+        late_rid = await script(session, sim.url, "function_job", "Completed", 300)
         body = {"kind": "function_job", "remote_id": late_rid}
         started = time.monotonic()
         async with session.post(

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from orchestrator.engine.replica import VALID_FRACTION, Replica, excess
 from orchestrator.events.bus import EventBus
 from orchestrator.metrics import Metrics
+from orchestrator.store.base import Renewal
 from orchestrator.store.memory import MemoryStore
 from tests.engine.harness import body, rig, run
 
@@ -37,12 +38,9 @@ class ThreePeers(MemoryStore):
         self.__dict__.update(inner.__dict__)
         self.released: list[tuple[list[str], float]] = []
 
-    async def renew_leases(self) -> list[str]:
-        return []
-
-    async def heartbeat(self, leases: int) -> dict[str, float]:
+    async def renew_leases(self, held: int) -> Renewal:
         now = asyncio.get_running_loop().time()  # every peer's heartbeat is fresh
-        return {"r1": now, "r2": now, "r3": now}
+        return Renewal([], {"r1": now, "r2": now, "r3": now})
 
     async def release_leases(
         self, tracking_ids: Sequence[str] | None = None, *, hold_s: float = 0.0

@@ -14,6 +14,7 @@ from orchestrator.engine.replica import Replica
 from orchestrator.errors import StoreUnavailable
 from orchestrator.events.bus import EventBus
 from orchestrator.metrics import Metrics
+from orchestrator.store.base import Renewal
 from orchestrator.store.memory import MemoryStore
 from tests.engine.harness import body, rig, run
 
@@ -31,14 +32,11 @@ class HungRenewals(MemoryStore):
         self.__dict__.update(inner.__dict__)
         self.renewals = 0
 
-    async def renew_leases(self) -> list[str]:
+    async def renew_leases(self, held: int) -> Renewal:
         self.renewals += 1
         if self.renewals > 1:
             await asyncio.sleep(3600)
-        return []
-
-    async def heartbeat(self, leases: int) -> dict[str, float]:
-        return {"r1": asyncio.get_running_loop().time()}
+        return Renewal([], {"r1": asyncio.get_running_loop().time()})
 
 
 def test_a_renewal_that_never_answers_is_store_trouble_then_the_leases_go() -> None:
@@ -81,14 +79,11 @@ class Outage(MemoryStore):
         self.__dict__.update(inner.__dict__)
         self.clock = clock
 
-    async def renew_leases(self) -> list[str]:
-        if 20.0 <= self.clock() < 60.0:
-            raise StoreUnavailable("the database restarts")
-        return []
-
-    async def heartbeat(self, leases: int) -> dict[str, float]:
+    async def renew_leases(self, held: int) -> Renewal:
         now = self.clock()
-        return {"r1": now, "r2": now, "r3": now} if now < 20.0 else {"r1": now}
+        if 20.0 <= now < 60.0:
+            raise StoreUnavailable("the database restarts")
+        return Renewal([], {"r1": now, "r2": now, "r3": now} if now < 20.0 else {"r1": now})
 
 
 def test_after_an_outage_the_share_grows_only_two_leases_after_the_store_is_back() -> None:
@@ -126,16 +121,13 @@ class Peers(MemoryStore):
         self.__dict__.update(inner.__dict__)
         self.clock = clock
 
-    async def renew_leases(self) -> list[str]:
-        return []
-
-    async def heartbeat(self, leases: int) -> dict[str, float]:
+    async def renew_leases(self, held: int) -> Renewal:
         now = self.clock()
 
         def last(offset: float) -> float:
             return offset + 10 * ((now - offset) // 10)
 
-        return {"r1": now, "r2": last(3.0), "r3": last(7.0)}
+        return Renewal([], {"r1": now, "r2": last(3.0), "r3": last(7.0)})
 
 
 def test_a_joining_replica_reads_only_once_every_peer_has_counted_it() -> None:

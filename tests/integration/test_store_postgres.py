@@ -75,7 +75,7 @@ async def test_a_takeover_fences_the_old_holder_out(replicas: Replicas) -> None:
     stored = await b.get_tracking("trk_1")
     assert stored is not None and stored.polls == 0 and stored.state == "active"
     # Its renewal says so; the lease it still has (trk_2) renews.
-    assert await a.renew_leases() == []  # trk_1 left a's book with the refused finish
+    assert (await a.renew_leases(1)).lost == []  # trk_1 left a's book with the refused finish
     await a.record_polls([poll("trk_2", 1)])
     assert (await a.get_tracking("trk_2")).polls == 1  # type: ignore[union-attr]
 
@@ -187,7 +187,7 @@ async def test_renewal_reports_leases_that_moved_or_ran_out(replicas: Replicas) 
     await a.create_trackings([new(i) for i in range(4)])
     await expire(a, "trk_0", "trk_1")
     await b.claim_trackings(1)  # takes one of the two; the other simply ran out
-    lost = await a.renew_leases()
+    lost = (await a.renew_leases(4)).lost
     assert sorted(lost) == ["trk_0", "trk_1"]
     assert sorted(a.book.tokens) == ["trk_2", "trk_3"]
     # A write for a lease that ran out but was not taken is refused too.
@@ -208,7 +208,7 @@ async def test_a_replica_that_stops_renewing_loses_its_leases(replicas: Replicas
             break
         await asyncio.sleep(0.05)
     assert taken == {f"trk_{i}" for i in range(5)}
-    assert sorted(await a.renew_leases()) == sorted(taken)
+    assert sorted((await a.renew_leases(5)).lost) == sorted(taken)
 
 
 async def test_claims_are_disjoint_capped_and_soonest_due_first(replicas: Replicas) -> None:
@@ -277,11 +277,11 @@ async def test_deliveries_are_claimed_by_one_replica_at_a_time(replicas: Replica
 
 async def test_heartbeats_list_the_live_replicas(replicas: Replicas) -> None:
     a, b = await replicas("a"), await replicas("b")
-    assert list(await a.heartbeat(0)) == ["a"]
-    seen = await b.heartbeat(3)
+    assert list((await a.renew_leases(0)).live) == ["a"]
+    seen = (await b.renew_leases(3)).live
     assert list(seen) == ["a", "b"] and seen["a"] < seen["b"]  # b's is now: later than a's
     await b.close()
-    assert list(await a.heartbeat(0)) == ["a"]
+    assert list((await a.renew_leases(0)).live) == ["a"]
 
 
 async def test_the_feed_never_skips_an_event_committed_late(replicas: Replicas) -> None:
@@ -360,7 +360,7 @@ async def test_bulk_lease_statements_join_the_table_by_key_only(
     try:
         await conn.execute(f"SET plan_cache_mode = {plan_mode}")
         for sql, args in (
-            (q.RENEW, (ids, tokens, 30.0)),
+            (q.RENEW, (ids, tokens, 30.0, "a", len(ids))),
             (q.RELEASE, (ids, tokens, 0.0)),
             (q.RECORD_POLLS, tuple(polls)),
         ):
