@@ -11,12 +11,11 @@ before (measured in docs/performance.md). The library's quirks end
 here; nothing above this module sees them:
 
 - a request cancelled from outside keeps running on the library's thread
-  until its own timeout, and the library replaces the canceller's
-  ``CancelledError`` with its own, which drops the message by which anyio
-  knows its cancel scopes: ``_Cancellable`` raises the canceller's own
-  instead (a task per request would cost 8% of the CPU per read); every
-  request carries the library's timeout, so nothing it leaves running
-  outlives it;
+  until its own timeout, and the library's ``CancelledError`` drops the
+  canceller's message (by which anyio knows its cancel scopes): the exchange
+  runs in a task of its own, shielded, and an outside cancel cancels that
+  task and re-raises the canceller's own ``CancelledError``; every request
+  carries the library's timeout, so nothing it leaves running outlives it;
 - the library's connection limit queues a request it may send long after its
   caller gave up: it is not used, the callers' gates bound what is in flight;
 - a pooled connection that the server closed as the request went out gives
@@ -39,9 +38,8 @@ import asyncio
 import atexit
 import gc
 import time
-from collections.abc import Coroutine, Generator
 from datetime import timedelta
-from typing import Any, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 from pyreqwest import exceptions as rq
 from pyreqwest.client import Client, ClientBuilder
@@ -132,6 +130,8 @@ class HttpTransport:
         self._limit = max_response_bytes
         self._buffer = min(READ_BUFFER_BYTES, max_response_bytes + 1)
         self._timeouts: dict[float, timedelta] = {}
+        # Exchanges whose caller was cancelled, until the library lets them go.
+        self._orphans: set[asyncio.Task[Answer]] = set()
 
     async def send(
         self,
@@ -141,9 +141,19 @@ class HttpTransport:
         body: bytes | None,
         timeout_s: float,
     ) -> Answer:
-        return await _Cancellable(self._exchange(method, url, headers, body, timeout_s))
+        exchange = asyncio.ensure_future(self._exchange(method, url, headers, body, timeout_s))
+        try:
+            return await asyncio.shield(exchange)
+        except asyncio.CancelledError:
+            if not exchange.done():
+                exchange.cancel()
+                self._orphans.add(exchange)
+                exchange.add_done_callback(self._orphans.discard)
+            raise
 
     async def close(self) -> None:
+        for task in list(self._orphans):
+            task.cancel()
         await self._client.close()
         # The library's objects left in reference cycles are freed now, while the
         # interpreter runs: freed as it exits, they can abort the process (a third of
@@ -199,35 +209,6 @@ class HttpTransport:
             if len(self._timeouts) < 16:
                 self._timeouts[seconds] = timeout
         return timeout
-
-
-class _Cancellable:
-    """Awaits ``coro``; a ``CancelledError`` thrown in that comes back as another
-    (the library's own) is raised as the one thrown, which carries the canceller's
-    message. Every other step passes through untouched."""
-
-    __slots__ = ("_coro",)
-
-    def __init__(self, coro: Coroutine[Any, Any, Answer]) -> None:
-        self._coro = coro
-
-    def __await__(self) -> Generator[Any, Any, Answer]:
-        steps = self._coro.__await__()
-        sent: Any = None
-        thrown: BaseException | None = None
-        while True:
-            try:
-                yielded = steps.send(sent) if thrown is None else steps.throw(thrown)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            except asyncio.CancelledError as raised:
-                if isinstance(thrown, asyncio.CancelledError) and raised is not thrown:
-                    raise thrown from raised
-                raise
-            try:
-                sent, thrown = (yield yielded), None
-            except BaseException as exc:
-                thrown = exc
 
 
 def _reason(exc: rq.PyreqwestError) -> str:
