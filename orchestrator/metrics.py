@@ -7,7 +7,7 @@ label value; labels are workspace, kind, outcome, result, sink and reason.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -28,31 +28,37 @@ LOOP_LAG_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry if registry is not None else CollectorRegistry()
-        r = self.registry
-        self.trackings_active = Gauge(
-            "orchestrator_trackings_active",
-            "Trackings currently being polled.",
-            ["workspace", "kind"],
-            registry=r,
+        self.registry = r = registry if registry is not None else CollectorRegistry()
+
+        def counter(name: str, doc: str, *labels: str) -> Counter:
+            return Counter(f"orchestrator_{name}", doc, labels, registry=r)
+
+        def gauge(name: str, doc: str, *labels: str) -> Gauge:
+            return Gauge(f"orchestrator_{name}", doc, labels, registry=r)
+
+        def histogram(name: str, doc: str, buckets: Sequence[float], *labels: str) -> Histogram:
+            return Histogram(f"orchestrator_{name}", doc, labels, buckets=buckets, registry=r)
+
+        self.trackings_active = gauge(
+            "trackings_active", "Trackings currently being polled.", "workspace", "kind"
         )
-        self.trackings_created_total = Counter(
-            "orchestrator_trackings_created_total",
+        self.trackings_created_total = counter(
+            "trackings_created_total",
             "Trackings accepted by intake (new ones only).",
-            ["workspace", "kind"],
-            registry=r,
+            "workspace",
+            "kind",
         )
-        self.trace_context_ignored_total = Counter(
-            "orchestrator_trace_context_ignored_total",
+        self.trace_context_ignored_total = counter(
+            "trace_context_ignored_total",
             "W3C trace context values ignored at intake as malformed (header or item field).",
-            ["field"],
-            registry=r,
+            "field",
         )
-        self.trackings_terminal_total = Counter(
-            "orchestrator_trackings_terminal_total",
+        self.trackings_terminal_total = counter(
+            "trackings_terminal_total",
             "Trackings that reached a terminal outcome.",
-            ["workspace", "kind", "outcome"],
-            registry=r,
+            "workspace",
+            "kind",
+            "outcome",
         )
         # Updated once or twice per read: lock-free versions, 2.2 us a read cheaper (loopmetrics).
         self.polls_total = LoopCounter(
@@ -75,136 +81,106 @@ class Metrics:
             buckets=LATENESS_BUCKETS,
             registry=r,
         )
-        self.time_to_terminal_seconds = Histogram(
-            "orchestrator_time_to_terminal_seconds",
+        self.time_to_terminal_seconds = histogram(
+            "time_to_terminal_seconds",
             "From intake to the terminal outcome.",
-            ["kind", "outcome"],
-            buckets=TIME_TO_TERMINAL_BUCKETS,
-            registry=r,
+            TIME_TO_TERMINAL_BUCKETS,
+            "kind",
+            "outcome",
         )
-        self.event_deliveries_total = Counter(
-            "orchestrator_event_deliveries_total",
-            "Event delivery attempts by result.",
-            ["sink", "result"],
-            registry=r,
+        self.event_deliveries_total = counter(
+            "event_deliveries_total", "Event delivery attempts by result.", "sink", "result"
         )
-        self.sink_disabled = Gauge(
-            "orchestrator_sink_disabled",
+        self.sink_disabled = gauge(
+            "sink_disabled",
             "1 while a sink is disabled (a 410, or no success for events.disable_after_s).",
-            ["sink"],
-            registry=r,
+            "sink",
         )
-        self.event_outbox_pending = Gauge(
-            "orchestrator_event_outbox_pending",
-            "Deliveries waiting in the outbox.",
-            ["sink"],
-            registry=r,
+        self.event_outbox_pending = gauge(
+            "event_outbox_pending", "Deliveries waiting in the outbox.", "sink"
         )
-        self.event_delivery_latency_seconds = Histogram(
-            "orchestrator_event_delivery_latency_seconds",
+        self.event_delivery_latency_seconds = histogram(
+            "event_delivery_latency_seconds",
             "From the event's creation (terminal transition) to a 2xx from the sink.",
-            ["sink"],
-            buckets=DELIVERY_LATENCY_BUCKETS,
-            registry=r,
+            DELIVERY_LATENCY_BUCKETS,
+            "sink",
         )
-        self.build_failures_total = Counter(
-            "orchestrator_build_failures_total",
+        self.build_failures_total = counter(
+            "build_failures_total",
             "Builds that ended failed, by their Failure.ReasonCode (bounded; the rest: other).",
-            ["workspace", "kind", "reason_code"],
-            registry=r,
+            "workspace",
+            "kind",
+            "reason_code",
         )
-        self.workspace_up = Gauge(
-            "orchestrator_workspace_up",
+        self.workspace_up = gauge(
+            "workspace_up",
             "1 when the last status read of the workspace got an HTTP answer that was not 5xx.",
-            ["workspace"],
-            registry=r,
+            "workspace",
         )
-        self.contract_anomalies_total = Counter(
-            "orchestrator_contract_anomalies_total",
+        self.contract_anomalies_total = counter(
+            "contract_anomalies_total",
             "Status bodies that break Moltaro's documented contract (never reported as success).",
-            ["workspace", "kind", "reason"],
-            registry=r,
+            "workspace",
+            "kind",
+            "reason",
         )
-        self.event_loop_lag_seconds = Histogram(
-            "orchestrator_event_loop_lag_seconds",
+        self.event_loop_lag_seconds = histogram(
+            "event_loop_lag_seconds",
             "How late the event loop ran a timer that should have fired on time.",
-            buckets=LOOP_LAG_BUCKETS,
-            registry=r,
+            LOOP_LAG_BUCKETS,
         )
-        self.enum_source = Gauge(
-            "orchestrator_enum_source_fallback",
+        self.enum_source = gauge(
+            "enum_source_fallback",
             "1 when a workspace's enums come from the documented fallback, not its OpenAPI.",
-            ["workspace", "kind"],
-            registry=r,
+            "workspace",
+            "kind",
         )
-        self.filter_names_fallback = Gauge(
-            "orchestrator_filter_names_fallback",
+        self.filter_names_fallback = gauge(
+            "filter_names_fallback",
             "1 when a Function operations list route's filter names are the documented "
             "fallback, not read from the workspace's OpenAPI.",
-            ["workspace", "route"],
-            registry=r,
+            "workspace",
+            "route",
         )
-        self.write_backlog = Gauge(
-            "orchestrator_write_backlog",
+        self.write_backlog = gauge(
+            "write_backlog",
             "Poll results, read-backs and terminal writes the engine has sent to the store"
             " and the store has not taken yet.",
-            registry=r,
         )
-        self.resume_pending = Gauge(
-            "orchestrator_resume_pending",
+        self.resume_pending = gauge(
+            "resume_pending",
             "Trackings resumed at start-up that have not been read yet by this process.",
-            ["workspace"],
-            registry=r,
+            "workspace",
         )
-        self.admin_requests_total = Counter(
-            "orchestrator_admin_requests_total",
+        self.admin_requests_total = counter(
+            "admin_requests_total",
             "Requests to Moltaro's administrative routes that are not status polls "
             "(run history, retry-chain control), by route and result.",
-            ["workspace", "route", "result"],
-            registry=r,
+            "workspace",
+            "route",
+            "result",
         )
-        self.in_flight = Gauge(
-            "orchestrator_polls_in_flight",
-            "Status reads currently in flight.",
-            ["workspace"],
-            registry=r,
-        )
-        self.ready = Gauge(
-            "orchestrator_ready",
-            "1 when the service is ready (store writable, not draining).",
-            registry=r,
-        )
+        self.in_flight = gauge("polls_in_flight", "Status reads currently in flight.", "workspace")
+        self.ready = gauge("ready", "1 when the service is ready (store writable, not draining).")
         # Several replicas on one PostgreSQL store (contract section 9).
-        self.replica_leases = Gauge(
-            "orchestrator_replica_leases",
-            "Trackings this replica holds under a lease.",
-            ["workspace"],
-            registry=r,
+        self.replica_leases = gauge(
+            "replica_leases", "Trackings this replica holds under a lease.", "workspace"
         )
-        self.replica_peers = Gauge(
-            "orchestrator_replica_peers",
-            "Live replicas sharing the store, this one included.",
-            registry=r,
+        self.replica_peers = gauge(
+            "replica_peers", "Live replicas sharing the store, this one included."
         )
-        self.store_listener_up = Gauge(
-            "orchestrator_store_listener_up",
-            "1 while the LISTEN connection to the store is up.",
-            registry=r,
+        self.store_listener_up = gauge(
+            "store_listener_up", "1 while the LISTEN connection to the store is up."
         )
-        self.lease_takeovers_total = Counter(
-            "orchestrator_lease_takeovers_total",
-            "Trackings claimed after another replica's lease ran out.",
-            registry=r,
+        self.lease_takeovers_total = counter(
+            "lease_takeovers_total", "Trackings claimed after another replica's lease ran out."
         )
-        self.lease_handovers_total = Counter(
-            "orchestrator_lease_handovers_total",
+        self.lease_handovers_total = counter(
+            "lease_handovers_total",
             "Trackings this replica handed back to its peers, holding more than its share.",
-            registry=r,
         )
-        self.store_up = Gauge(
-            "orchestrator_store_up",
-            "1 while the shared store answers this replica's lease renewals.",
-            registry=r,
+        self.store_up = gauge(
+            "store_up", "1 while the shared store answers this replica's lease renewals."
         )
 
     def preinitialise(self, workspaces: Iterable[str], sinks: Iterable[str]) -> None:
