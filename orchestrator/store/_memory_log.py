@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from orchestrator.errors import StoreError, StoreUnavailable
+from orchestrator.store import codec
 from orchestrator.store.base import (
     Delivery,
     DeliveryState,
@@ -16,7 +17,6 @@ from orchestrator.store.base import (
     NewEvent,
     ReplaySpan,
 )
-from orchestrator.store.codec import clamp_limit, decode_cursor, encode_cursor
 
 
 class MemoryLog:
@@ -29,7 +29,6 @@ class MemoryLog:
         self._disabled: dict[str, DisabledSink] = {}
         self._last_seq = 0
         self._last_delivery_id = 0
-        self._writes = 0
 
     async def open(self) -> None:
         self._closed = False
@@ -37,15 +36,10 @@ class MemoryLog:
     async def close(self) -> None:
         self._closed = True
 
-    def stats(self) -> dict[str, int]:
-        return {"transactions": self._writes, "operations": self._writes}
-
     def _write(self) -> None:
-        if self._closed:
-            raise StoreUnavailable("store is closed")
+        self._read()
         if not self.writable:
             raise StoreUnavailable("store cannot write (simulated)")
-        self._writes += 1
 
     def _read(self) -> None:
         if self._closed:
@@ -65,9 +59,8 @@ class MemoryLog:
 
     def _append_event(self, event: NewEvent) -> None:
         self._last_seq += 1
-        seq = self._last_seq
-        self._events[seq] = EventRecord(
-            seq,
+        record = EventRecord(
+            self._last_seq,
             event.event_id,
             event.tracking_id,
             event.type,
@@ -75,8 +68,8 @@ class MemoryLog:
             event.payload,
             event.sink,
         )
+        self._events[record.seq] = record
         self._event_ids.add(event.event_id)
-        record = self._events[seq]
         for destination in dict.fromkeys(event.destinations):
             url = event.callback_url if destination == "callback" else None
             self._new_delivery(record, destination, url, event.time)
@@ -129,8 +122,7 @@ class MemoryLog:
         return [replace(d) for d in due]
 
     async def pending_destinations(self) -> list[str]:
-        self._read()
-        return sorted({d.destination for d in self._deliveries.values() if d.state == "pending"})
+        return sorted(await self.outbox_pending_counts())
 
     async def outbox_pending_counts(self) -> dict[str, int]:
         self._read()
@@ -164,15 +156,14 @@ class MemoryLog:
         self, state: DeliveryState | None, limit: int, cursor: str | None
     ) -> tuple[list[Delivery], str | None]:
         self._read()
-        size = clamp_limit(limit)
-        after = decode_cursor(cursor, (int,))[0] if cursor is not None else 0
+        after = codec.delivery_after(cursor)
         rows = [
             d
             for i, d in sorted(self._deliveries.items())
             if i > after and (state is None or d.state == state)
         ]
-        items = [replace(d) for d in rows[:size]]
-        return items, encode_cursor(items[-1].delivery_id) if len(rows) > size else None
+        items, next_cursor = codec.page(rows, codec.clamp_limit(limit), codec.delivery_key)
+        return [replace(d) for d in items], next_cursor
 
     async def get_delivery(self, delivery_id: int) -> Delivery | None:
         self._read()

@@ -8,7 +8,7 @@ Leases: a store shared by several processes (``shares_work``) hands each active
 tracking to one of them at a time, under a lease it renews, and refuses a poll
 or terminal write from a process whose lease has passed or moved. The
 single-process stores hold everything for their one owner, so their lease
-operations are trivial (nothing to claim, nothing ever lost).
+operations are trivial (nothing to claim, nothing ever lost): ``Store``'s own.
 
 Times are unix seconds (float) everywhere in the store; the API renders them.
 JSON-valued fields are plain Python objects (dict/list/str/...) here; the
@@ -237,14 +237,21 @@ class Renewal(NamedTuple):
 class ActiveSource(Protocol):
     """What a resume reads: the active trackings and their count per workspace."""
 
-    async def active_counts(self) -> dict[str, int]: ...
-
     async def load_active(
         self, after: str | None = None, limit: int | None = None
-    ) -> list[Tracking]: ...
+    ) -> list[Tracking]:
+        """Active trackings ordered by tracking_id, for resuming after a restart.
+
+        Paged so that a restart with 100,000 active never holds them all as
+        rows at once: ``after`` is the last tracking_id of the previous page,
+        ``limit`` the page size (None: all).
+        """
+
+    async def active_counts(self) -> dict[str, int]:
+        """Active trackings per workspace (a resume plans its first reads with them)."""
 
 
-class Store(Protocol):
+class Store(ActiveSource, Protocol):
     # True when other processes poll from the same store (PostgreSQL): work then
     # comes through claim_trackings, not a resume of every active tracking.
     shares_work: bool
@@ -271,19 +278,6 @@ class Store(Protocol):
 
     async def list_trackings(self, query: TrackingQuery) -> tuple[list[Tracking], str | None]:
         """Newest first; returns (items, next_cursor or None)."""
-
-    async def load_active(
-        self, after: str | None = None, limit: int | None = None
-    ) -> list[Tracking]:
-        """Active trackings ordered by tracking_id, for resuming after a restart.
-
-        Paged so that a restart with 100,000 active never holds them all as
-        rows at once: ``after`` is the last tracking_id of the previous page,
-        ``limit`` the page size (None: all).
-        """
-
-    async def active_counts(self) -> dict[str, int]:
-        """Active trackings per workspace (a resume plans its first reads with them)."""
 
     async def record_polls(self, updates: Sequence[PollUpdate]) -> None:
         """Persist non-terminal poll results (and their status_changed events).
@@ -320,11 +314,7 @@ class Store(Protocol):
     async def mark_delivered(self, delivery_id: int, at: float, status: int) -> None: ...
 
     async def mark_retry(
-        self,
-        delivery_id: int,
-        next_attempt_at: float,
-        status: int | None,
-        error: str,
+        self, delivery_id: int, next_attempt_at: float, status: int | None, error: str
     ) -> None: ...
 
     async def mark_dead(
@@ -377,24 +367,27 @@ class Store(Protocol):
         store each merge's ``fold`` of its row (None: no row yet) and return what was
         stored. Concurrent merges of one class are applied one after the other."""
 
-    # -- leases (several processes on one store) ---------------------------------------
+    # -- leases (several processes on one store; the bodies: a single-process store's) --
 
     async def claim_trackings(self, limit: int) -> Claimed:
         """Lease up to ``limit`` active trackings whose lease has run out (or that were
-        released) to this process, soonest due first. Single-process stores: nothing
-        (their one owner already holds every tracking)."""
+        released) to this process, soonest due first."""
+        return Claimed()
 
     async def renew_leases(self, held: int) -> Renewal:
         """Extend every lease this process holds and record it as alive, holding
         ``held`` trackings: the trackings whose lease could not be renewed (it had
         passed, or another process holds it now), and the live processes."""
+        return Renewal([], {})
 
     async def release_leases(
         self, tracking_ids: Sequence[str] | None = None, *, hold_s: float = 0.0
     ) -> None:
         """Give leases up (None: all) so that other processes claim them at once, or
         ``hold_s`` from now."""
+        return None
 
     def forget_leases(self) -> None:
         """Drop every lease held, without asking the database (it is unreachable and
         the leases may have run out meanwhile): their writes are refused from now on."""
+        return None

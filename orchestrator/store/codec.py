@@ -1,17 +1,20 @@
 """How the store's dataclasses are encoded, alike in every backend.
 
 As rows of the SQL schemas (``queries.py``, ``pg_queries.py``), JSON as orjson
-bytes; a listing as the parameters its query takes; a place in a listing as an
-opaque cursor, and a page size as a clamped limit, so that paging behaves the
-same on memory, SQLite and PostgreSQL.
+bytes; a place in a listing as an opaque cursor, and a page size as a clamped
+limit, so that paging behaves the same on memory, SQLite and PostgreSQL. The SQL
+stores' reads, which differ only in their statements, are written once here
+(``SqlShared``).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Container, Sequence
-from typing import Any, NamedTuple
+import math
+from collections.abc import Awaitable, Callable, Container, Iterable, Sequence
+from types import ModuleType
+from typing import Any, TypeVar
 
 import orjson
 
@@ -19,14 +22,20 @@ from orchestrator.errors import StoreError
 from orchestrator.store.base import (
     Delivery,
     DeliveryState,
+    DisabledSink,
     EventRecord,
+    Finish,
     NewTracking,
+    PollUpdate,
+    ReplaySpan,
     Tracking,
     TrackingQuery,
+    WorkClassSummary,
 )
 from orchestrator.vocabulary import Outcome, TrackingState
 
 MAX_PAGE = 1000
+T = TypeVar("T")
 
 # Stored text back to members by a dict lookup, several times cheaper than calling
 # the enum: a restart reads 100,000 rows.
@@ -206,59 +215,170 @@ def event(row: Sequence[Any]) -> EventRecord:
     )
 
 
-# -- listings of the SQL backends -----------------------------------------------------
+# -- writes ---------------------------------------------------------------------------
 
 
-class Shape(NamedTuple):
-    """Which filters a listing has: the keyword arguments of ``list_trackings``."""
-
-    state: bool
-    kind: bool
-    outcome: bool
-    workspace: bool
-    labels: int
-    after: bool
-
-
-def listing(query: TrackingQuery) -> tuple[Shape, list[Any]]:
-    """The query's shape and its parameters, in the order ``queries.list_trackings``
-    and ``pg_queries.list_trackings`` expect (the limit, last, is the caller's)."""
-    params: list[Any] = [
-        value
-        for value in (query.state, query.kind, query.outcome, query.workspace)
-        if value is not None
-    ]
-    for pair in sorted(query.labels.items()):
-        params.extend(pair)
-    if query.cursor is not None:
-        created_at, tracking_id = decode_cursor(query.cursor, (float, str))
-        params.extend((created_at, created_at, tracking_id))
-    shape = Shape(
-        state=query.state is not None,
-        kind=query.kind is not None,
-        outcome=query.outcome is not None,
-        workspace=query.workspace is not None,
-        labels=len(query.labels),
-        after=query.cursor is not None,
-    )
-    return shape, params
+def poll_row(u: PollUpdate) -> list[Any]:
+    """An update as a row: tracking_id, polls, last_polled_at, next_poll_at, last_error,
+    remote_changed, remote_status, remote, fingerprint, digest (these four None unless
+    the body changed), work_class, work_started_at, deadline_at, deadline_source."""
+    changed = u.remote_changed
+    deadline, source = u.deadline if u.deadline is not None else (None, None)
+    return [
+        u.tracking_id, u.polls, u.last_polled_at, u.next_poll_at, dump(u.last_error), changed,
+        u.remote_status if changed else None,
+        dump(u.remote) if changed else None,
+        u.fingerprint if changed else None,
+        u.digest if changed else None,
+        u.work_class, u.work_started_at, deadline, source,
+    ]  # fmt: skip
 
 
-def page(rows: Sequence[Any], limit: int) -> tuple[list[Tracking], str | None]:
-    """The tracking rows read with ``limit + 1`` as one page, and the cursor to the next."""
-    items = [tracking(row) for row in rows[:limit]]
-    more = len(rows) > limit
-    return items, encode_cursor(items[-1].created_at, items[-1].tracking_id) if more else None
+def fold_polls(updates: Iterable[PollUpdate]) -> list[list[Any]]:
+    """Each tracking's updates folded into one ``poll_row`` that leaves it as applying
+    them in turn would: the last update's counters and error, the last changed body,
+    the last class of the work, the last derived deadline."""
+    rows: dict[str, list[Any]] = {}
+    for u in updates:
+        fresh = poll_row(u)
+        row = rows.setdefault(u.tracking_id, fresh)
+        if row is fresh:
+            continue
+        row[1:5] = fresh[1:5]
+        if u.remote_changed:
+            row[5:10] = fresh[5:10]
+        if u.work_class is not None:
+            row[10:12] = fresh[10:12]
+        if u.deadline is not None:
+            row[12:14] = fresh[12:14]
+    return list(rows.values())
 
 
-def delivery_listing(state: DeliveryState | None, cursor: str | None) -> list[Any]:
-    """A delivery listing's parameters: those of ``DELIVERIES_ALL`` when ``state`` is
-    None, else of ``DELIVERIES_BY_STATE`` (the limit, last, is the caller's)."""
-    after = decode_cursor(cursor, (int,))[0] if cursor is not None else 0
-    return [after] if state is None else [state, after]
+def finish_row(item: Finish) -> list[Any]:
+    """tracking_id, outcome, terminal_at, result, polls, last_polled_at, last_error,
+    remote_changed, remote_status, remote (these two None unless the body changed)."""
+    changed = item.remote_changed
+    return [
+        item.tracking_id, item.outcome, item.terminal_at, dump(item.result), item.polls,
+        item.last_polled_at, dump(item.last_error), changed,
+        item.remote_status if changed else None,
+        dump(item.remote) if changed else None,
+    ]  # fmt: skip
 
 
-def delivery_page(rows: Sequence[Any], limit: int) -> tuple[list[Delivery], str | None]:
-    """The delivery rows read with ``limit + 1`` as one page, and the cursor to the next."""
-    items = [delivery(row) for row in rows[:limit]]
-    return items, encode_cursor(items[-1].delivery_id) if len(rows) > limit else None
+# -- listings -------------------------------------------------------------------------
+
+
+def page(items: Sequence[T], limit: int, key: Callable[[T], Any]) -> tuple[list[T], str | None]:
+    """The items read with ``limit + 1`` as one page, and the cursor to the next (made
+    of the last item's ``key``, a tuple)."""
+    more = len(items) > limit
+    return list(items[:limit]), encode_cursor(*key(items[limit - 1])) if more else None
+
+
+def tracking_key(t: Tracking) -> tuple[float, str]:
+    return (t.created_at, t.tracking_id)
+
+
+def delivery_key(d: Delivery) -> tuple[int]:
+    return (d.delivery_id,)
+
+
+def delivery_after(cursor: str | None) -> int:
+    return 0 if cursor is None else int(decode_cursor(cursor, (int,))[0])
+
+
+class SqlShared:
+    """The reads and one-statement writes of the SQL stores, alike but for their
+    statements: each backend's ``_q`` (``queries`` or ``pg_queries``) names the same ones."""
+
+    _q: ModuleType
+    _NO_LIMIT: int | None  # load_active's LIMIT for no limit
+    _fetch: Callable[..., Awaitable[list[Any]]]  # (sql, *params): the rows
+    _execute: Callable[..., Awaitable[int]]  # (sql, *params): one write, the rows changed
+
+    async def get_tracking(self, tracking_id: str) -> Tracking | None:
+        rows = await self._fetch(self._q.TRACKING_BY_ID, tracking_id)
+        return tracking(rows[0]) if rows else None
+
+    async def load_active(
+        self, after: str | None = None, limit: int | None = None
+    ) -> list[Tracking]:
+        size = self._NO_LIMIT if limit is None else limit
+        return [
+            tracking(row) for row in await self._fetch(self._q.ACTIVE_TRACKINGS, after or "", size)
+        ]
+
+    async def active_counts(self) -> dict[str, int]:
+        return {str(ws): int(n) for ws, n in await self._fetch(self._q.ACTIVE_COUNTS)}
+
+    async def list_trackings(self, query: TrackingQuery) -> tuple[list[Tracking], str | None]:
+        limit = clamp_limit(query.limit)
+        filters = (query.state, query.kind, query.outcome, query.workspace)
+        params: list[Any] = [value for value in filters if value is not None]
+        for pair in sorted(query.labels.items()):
+            params.extend(pair)
+        if query.cursor is not None:
+            created_at, tracking_id = decode_cursor(query.cursor, (float, str))
+            params.extend((created_at, created_at, tracking_id))
+        present = tuple(value is not None for value in filters)
+        sql = self._q.list_trackings(present, len(query.labels), query.cursor is not None)
+        rows = await self._fetch(sql, *params, limit + 1)
+        return page([tracking(row) for row in rows], limit, tracking_key)
+
+    async def events_after(self, after_seq: int, limit: int) -> list[EventRecord]:
+        rows = await self._fetch(self._q.EVENTS_AFTER, after_seq, max(0, limit))
+        return [event(row) for row in rows]
+
+    async def last_event_seq(self) -> int:
+        rows = await self._fetch(self._q.LAST_EVENT_SEQ)
+        return int(rows[0][0]) if rows else 0
+
+    async def pending_destinations(self) -> list[str]:
+        return [row[0] for row in await self._fetch(self._q.PENDING_DESTINATIONS)]
+
+    async def outbox_pending_counts(self) -> dict[str, int]:
+        return {row[0]: int(row[1]) for row in await self._fetch(self._q.PENDING_COUNTS)}
+
+    async def disabled_sinks(self) -> list[DisabledSink]:
+        rows = await self._fetch(self._q.DISABLED_SINKS)
+        return [DisabledSink(str(r[0]), float(r[1]), str(r[2])) for r in rows]
+
+    async def load_work_classes(self) -> list[WorkClassSummary]:
+        rows = await self._fetch(self._q.WORK_CLASSES)
+        return [
+            WorkClassSummary(str(r[0]), str(r[1]), str(r[2]), load(r[3]), float(r[4])) for r in rows
+        ]
+
+    async def get_delivery(self, delivery_id: int) -> Delivery | None:
+        rows = await self._fetch(self._q.DELIVERY_BY_ID, delivery_id)
+        return delivery(rows[0]) if rows else None
+
+    async def list_deliveries(
+        self, state: DeliveryState | None, limit: int, cursor: str | None
+    ) -> tuple[list[Delivery], str | None]:
+        size, after = clamp_limit(limit), delivery_after(cursor)
+        if state is None:
+            rows = await self._fetch(self._q.DELIVERIES_ALL, after, size + 1)
+        else:
+            rows = await self._fetch(self._q.DELIVERIES_BY_STATE, state, after, size + 1)
+        return page([delivery(row) for row in rows], size, delivery_key)
+
+    async def replay_deliveries(self, destination: str, span: ReplaySpan, now: float) -> int:
+        # Bounds PostgreSQL can bind (a bigint, finite floats): no event lies beyond them.
+        since = span.since if math.isfinite(span.since) else -1e308
+        until = span.until if math.isfinite(span.until) else 1e308
+        bounds = (span.after_seq, min(span.until_seq, 2**62), since, until)
+        sql = self._q.REPLAY_DELIVERIES
+        return await self._execute(sql, destination, now, now, *bounds, destination)
+
+    async def mark_delivered(self, delivery_id: int, at: float, status: int) -> None:
+        await self._execute(self._q.MARK_DELIVERED, at, status, delivery_id)
+
+    async def mark_retry(
+        self, delivery_id: int, next_attempt_at: float, status: int | None, error: str
+    ) -> None:
+        await self._execute(self._q.MARK_RETRY, next_attempt_at, status, error, delivery_id)
+
+    async def mark_dead(self, delivery_id: int, at: float, status: int | None, error: str) -> None:
+        await self._execute(self._q.MARK_DEAD, at, status, error, delivery_id)

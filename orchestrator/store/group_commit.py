@@ -96,7 +96,7 @@ class GroupCommitWriter:
         self._task: asyncio.Task[None] | None = None
         self._in_flight: list[_Pending] = []
         self._closing = False
-        self._failure: BaseException | None = None
+        self.failure: BaseException | None = None
         self._transactions = 0
         self._operations = 0
         self._failed_transactions = 0
@@ -107,10 +107,6 @@ class GroupCommitWriter:
         await on_thread(self._conn, setup)
         self._task = asyncio.create_task(self._run(), name=self._name)
 
-    @property
-    def failure(self) -> BaseException | None:
-        return self._failure
-
     def stats(self) -> dict[str, int]:
         return {
             "transactions": self._transactions,
@@ -120,8 +116,8 @@ class GroupCommitWriter:
 
     async def submit(self, operation: Callable[[sqlite3.Connection], T], weight: int = 1) -> T:
         """Run ``operation`` in the next group commit; return its result once committed."""
-        if self._failure is not None:
-            raise StoreUnavailable(f"store writer stopped: {self._failure!r}")
+        if self.failure is not None:
+            raise StoreUnavailable(f"store writer stopped: {self.failure!r}")
         if self._closing or self._task is None:
             raise StoreUnavailable("store is closed")
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
@@ -151,7 +147,7 @@ class GroupCommitWriter:
         except BaseException as exc:
             # Never silent: recorded (every later submit raises StoreUnavailable), logged,
             # and every caller still waiting is failed rather than left hanging.
-            self._failure = exc
+            self.failure = exc
             log.error("store writer %s died: %r", self._name, exc, exc_info=exc)
             error = StoreUnavailable(f"store writer stopped: {exc!r}")
             for pending in self._in_flight:

@@ -13,22 +13,22 @@ from collections import Counter
 from collections.abc import Sequence
 
 from orchestrator.errors import StoreError
+from orchestrator.store import codec
 from orchestrator.store._memory_log import MemoryLog
 from orchestrator.store.base import (
     Finish,
     NewTracking,
     PollUpdate,
+    Store,
     Tracking,
     TrackingQuery,
     WorkClassMerge,
     WorkClassSummary,
 )
-from orchestrator.store.codec import clamp_limit, decode_cursor, encode_cursor, new_tracking
-from orchestrator.store.leases import SingleOwnerLeases
 from orchestrator.vocabulary import TrackingState
 
 
-class MemoryStore(MemoryLog, SingleOwnerLeases):
+class MemoryStore(MemoryLog, Store):
     shares_work = False
 
     def __init__(self) -> None:
@@ -52,7 +52,7 @@ class MemoryStore(MemoryLog, SingleOwnerLeases):
             if item.tracking_id in self._trackings or item.tracking_id in taken:
                 raise StoreError(f"tracking_id {item.tracking_id} already exists")
             taken.add(item.tracking_id)
-            staged[key] = new_tracking(copy.deepcopy(item))
+            staged[key] = codec.new_tracking(copy.deepcopy(item))
             answers.append((key, True))
         for key, tracking in staged.items():
             self._trackings[tracking.tracking_id] = tracking
@@ -72,9 +72,6 @@ class MemoryStore(MemoryLog, SingleOwnerLeases):
     async def load_active(
         self, after: str | None = None, limit: int | None = None
     ) -> list[Tracking]:
-        return self._active(after, limit)
-
-    def _active(self, after: str | None, limit: int | None) -> list[Tracking]:
         self._read()
         rows = sorted(
             (
@@ -92,16 +89,16 @@ class MemoryStore(MemoryLog, SingleOwnerLeases):
 
     async def list_trackings(self, query: TrackingQuery) -> tuple[list[Tracking], str | None]:
         self._read()
-        limit = clamp_limit(query.limit)
-        after = decode_cursor(query.cursor, (float, str)) if query.cursor is not None else None
+        after = (
+            codec.decode_cursor(query.cursor, (float, str)) if query.cursor is not None else None
+        )
         rows = sorted(
             (t for t in self._trackings.values() if _matches(t, query, after)),
-            key=lambda t: (t.created_at, t.tracking_id),
+            key=codec.tracking_key,
             reverse=True,
         )
-        items = [copy.deepcopy(t) for t in rows[:limit]]
-        more = len(rows) > limit
-        return items, encode_cursor(items[-1].created_at, items[-1].tracking_id) if more else None
+        items, cursor = codec.page(rows, codec.clamp_limit(query.limit), codec.tracking_key)
+        return [copy.deepcopy(t) for t in items], cursor
 
     async def record_polls(self, updates: Sequence[PollUpdate]) -> None:
         self._write()
@@ -129,37 +126,30 @@ class MemoryStore(MemoryLog, SingleOwnerLeases):
 
     async def finish(self, items: Sequence[Finish]) -> list[bool]:
         self._write()
-        moving: set[str] = set()
-        answers: list[bool] = []
-        for item in items:
-            moved = self._is_active(item.tracking_id) and item.tracking_id not in moving
-            if moved:
-                moving.add(item.tracking_id)
-            answers.append(moved)
-        finishing = [item for item, moved in zip(items, answers, strict=True) if moved]
+        first: dict[str, int] = {}  # the item that moves each active tracking: its first
+        for i, item in enumerate(items):
+            if self._is_active(item.tracking_id):
+                first.setdefault(item.tracking_id, i)
+        finishing = [items[i] for i in first.values()]
         self._check_new_events(item.event for item in finishing)
         for item in finishing:
-            self._finish_one(item)
-        return answers
-
-    def _finish_one(self, item: Finish) -> None:
-        tracking = self._trackings[item.tracking_id]
-        tracking.state = TrackingState.TERMINAL
-        tracking.outcome = item.outcome
-        tracking.terminal_at = item.terminal_at
-        tracking.result = copy.deepcopy(item.result)
-        tracking.next_poll_at = None
-        if item.polls is not None:
-            tracking.polls = item.polls
-            tracking.last_error = copy.deepcopy(item.last_error)
-        elif item.last_error is not None:
-            tracking.last_error = copy.deepcopy(item.last_error)
-        if item.last_polled_at is not None:
-            tracking.last_polled_at = item.last_polled_at
-        if item.remote_changed:
-            tracking.remote_status = item.remote_status
-            tracking.remote = copy.deepcopy(item.remote)
-        self._append_event(item.event)
+            tracking = self._trackings[item.tracking_id]
+            tracking.state = TrackingState.TERMINAL
+            tracking.outcome = item.outcome
+            tracking.terminal_at = item.terminal_at
+            tracking.result = copy.deepcopy(item.result)
+            tracking.next_poll_at = None
+            if item.polls is not None:
+                tracking.polls = item.polls
+            if item.polls is not None or item.last_error is not None:
+                tracking.last_error = copy.deepcopy(item.last_error)
+            if item.last_polled_at is not None:
+                tracking.last_polled_at = item.last_polled_at
+            if item.remote_changed:
+                tracking.remote_status = item.remote_status
+                tracking.remote = copy.deepcopy(item.remote)
+            self._append_event(item.event)
+        return [first.get(item.tracking_id) == i for i, item in enumerate(items)]
 
     async def prune(self, before: float, batch: int) -> int:
         self._write()
@@ -193,6 +183,10 @@ class MemoryStore(MemoryLog, SingleOwnerLeases):
             del self._deliveries[delivery_id]
         return len(doomed) + len(operational)
 
+    def _is_active(self, tracking_id: str) -> bool:
+        tracking = self._trackings.get(tracking_id)
+        return tracking is not None and tracking.state == TrackingState.ACTIVE
+
     # -- adaptive polling's work classes ------------------------------------------------
 
     async def load_work_classes(self) -> list[WorkClassSummary]:
@@ -215,20 +209,12 @@ class MemoryStore(MemoryLog, SingleOwnerLeases):
             stored.append(item)
         return stored
 
-    def _is_active(self, tracking_id: str) -> bool:
-        tracking = self._trackings.get(tracking_id)
-        return tracking is not None and tracking.state == TrackingState.ACTIVE
-
 
 def _matches(t: Tracking, q: TrackingQuery, after: tuple[float, str] | None) -> bool:
-    if q.state is not None and t.state != q.state:
-        return False
-    if q.kind is not None and t.kind != q.kind:
-        return False
-    if q.outcome is not None and t.outcome != q.outcome:
-        return False
-    if q.workspace is not None and t.workspace != q.workspace:
-        return False
-    if any(t.labels.get(k) != v for k, v in q.labels.items()):
-        return False
-    return after is None or (t.created_at, t.tracking_id) < after
+    filters = (q.state, q.kind, q.outcome, q.workspace)
+    values = (t.state, t.kind, t.outcome, t.workspace)
+    return (
+        all(f is None or f == v for f, v in zip(filters, values, strict=True))
+        and all(t.labels.get(k) == v for k, v in q.labels.items())
+        and (after is None or codec.tracking_key(t) < after)
+    )

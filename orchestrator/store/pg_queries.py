@@ -1,8 +1,9 @@
 """Every SQL statement of the PostgreSQL store, by name (the schema is in ``pg_migrations/``).
 
-Bulk operations pass arrays (``unnest``) rather than one placeholder per row, so
-each statement's text is the same whatever the batch size: asyncpg prepares a
-statement once per connection and reuses it from its cache from then on.
+Statements that differ from SQLite's only in their placeholders are SQLite's,
+``numbered``. Bulk operations pass arrays (``unnest``) rather than one placeholder
+per row, so each statement's text is the same whatever the batch size: asyncpg
+prepares a statement once per connection and reuses it from its cache from then on.
 
 Rows another transaction may be writing are locked in tracking_id order
 (``FOR NO KEY UPDATE`` under ``ORDER BY``) before a bulk update, so that a
@@ -12,9 +13,11 @@ renewal and a batch of poll results of the same replica never deadlock.
 from __future__ import annotations
 
 import functools
+import itertools
+import re
 
 from orchestrator.store import queries
-from orchestrator.store.queries import DELIVERY_COLUMNS, EVENT_COLUMNS, T_COLUMNS, TRACKING_COLUMNS
+from orchestrator.store.queries import DELIVERY_COLUMNS, T_COLUMNS, TRACKING_COLUMNS
 
 # The database's clock, in unix seconds: every lease is judged by it, never by a
 # replica's own clock, so replicas whose clocks disagree still agree on leases.
@@ -30,6 +33,13 @@ CLAIM_TOKEN = len(TRACKING_COLUMNS.split(","))
 T_COLUMNS_ACTIVE = T_COLUMNS.replace(
     " t.remote,", " CASE WHEN t.remote_digest IS NULL THEN t.remote END,"
 )
+
+
+def numbered(sql: str) -> str:
+    """A statement of SQLite's with PostgreSQL's placeholders: each ``?`` in turn as $1, $2..."""
+    numbers = itertools.count(1)
+    return re.sub(r"\?", lambda _: f"${next(numbers)}", sql)
+
 
 # -- schema bookkeeping ---------------------------------------------------------------------
 
@@ -79,10 +89,10 @@ ACTIVE_TRACKINGS = (
 )
 
 _POLL_ARRAYS = (
-    "unnest($1::text[], $2::bigint[], $3::int[], $4::float8[], $5::float8[], $6::bytea[],"
-    " $7::bool[], $8::text[], $9::bytea[], $10::text[], $11::bytea[], $12::float8[],"
-    " $13::text[], $14::text[], $15::float8[])"
-    " AS u(id, tok, polls, lpa, npa, err, changed, rs, remote, fp, dg, dl, dls, wc, wst)"
+    "unnest($1::text[], $2::int[], $3::float8[], $4::float8[], $5::bytea[], $6::bool[],"
+    " $7::text[], $8::bytea[], $9::text[], $10::bytea[], $11::text[], $12::float8[],"
+    " $13::float8[], $14::text[], $15::bigint[])"
+    " AS u(id, polls, lpa, npa, err, changed, rs, remote, fp, dg, wc, wst, dl, dls, tok)"
 )
 # Poll results, fenced: only the holder of the current, unexpired lease writes. A
 # derived deadline (dl, dls) and the work's class and start (wc, wst) are written with
@@ -131,30 +141,41 @@ _FINISH = (
 )
 
 
-def _with_events(rows: str, write: str, first: int) -> str:
-    """``write`` (an UPDATE after the CTEs ``rows``, returning the trackings it moved) and, in
-    the same statement, the events of the trackings it moved, in the order given, with
-    their deliveries; parameters from ``$first`` are the event and delivery arrays
-    (as INSERT_EVENTS takes them). One statement, so no row lock or the log's lock is
-    held across a round trip. The log's lock is taken after the rows' (it reads all of
-    w first) and held to commit: seq order is commit order."""
+def _append_events(first: int, source: str = "", where: str = "") -> str:
+    """The CTEs that append events in the order given with their deliveries and raise
+    the high-water mark: ``ev`` (seq, event_id, time of each), ``d`` and ``hi``.
+    Parameters from ``$first`` are the event and delivery arrays (INSERT_EVENTS's);
+    ``source`` and ``where`` narrow the events taken."""
     ev = ", ".join(
         f"${first + i}::{t}[]"
         for i, t in enumerate(("text", "text", "text", "float8", "bytea", "bool", "text"))
     )
     dl = ", ".join(f"${first + 7 + i}::text[]" for i in range(3))
     return (
-        f"WITH {rows}, w AS ({write}),"
-        f" l AS (SELECT pg_advisory_xact_lock({EVENTS_LOCK_KEY}) FROM (SELECT count(*) FROM w) c),"
-        " ev AS (INSERT INTO events (event_id, tracking_id, type, time, payload, terminal, sink)"
-        f" SELECT e.id, e.tid, e.type, e.time, e.payload, e.terminal, e.sink FROM l, unnest({ev})"
-        " WITH ORDINALITY AS e(id, tid, type, time, payload, terminal, sink, n)"
-        " WHERE e.tid IN (SELECT tracking_id FROM w) ORDER BY e.n RETURNING seq, event_id, time),"
+        "ev AS (INSERT INTO events (event_id, tracking_id, type, time, payload, terminal, sink)"
+        " SELECT e.id, e.tid, e.type, e.time, e.payload, e.terminal, e.sink"
+        f" FROM {source}unnest({ev})"
+        f" WITH ORDINALITY AS e(id, tid, type, time, payload, terminal, sink, n){where}"
+        " ORDER BY e.n RETURNING seq, event_id, time),"
         " d AS (INSERT INTO deliveries (event_seq, destination, url, state, attempts,"
         " next_attempt_at, created_at) SELECT ev.seq, x.dest, x.url, 'pending', 0, ev.time, ev.time"
         f" FROM unnest({dl}) AS x(eid, dest, url) JOIN ev ON ev.event_id = x.eid),"
         " hi AS (UPDATE event_seq_high SET seq = greatest(seq, (SELECT max(seq) FROM ev))"
-        " WHERE id = 1),"
+        " WHERE id = 1)"
+    )
+
+
+def _with_events(rows: str, write: str, first: int) -> str:
+    """``write`` (an UPDATE after the CTEs ``rows``, returning the trackings it moved) and, in
+    the same statement, the events of the trackings it moved (``_append_events`` from
+    ``$first``). One statement, so no row lock or the log's lock is held across a round
+    trip. The log's lock is taken after the rows' (it reads all of w first) and held to
+    commit: seq order is commit order."""
+    moved = " WHERE e.tid IN (SELECT tracking_id FROM w)"
+    return (
+        f"WITH {rows}, w AS ({write}),"
+        f" l AS (SELECT pg_advisory_xact_lock({EVENTS_LOCK_KEY}) FROM (SELECT count(*) FROM w) c),"
+        f" {_append_events(first, 'l, ', moved)},"
         f" n AS (SELECT pg_notify('{CHANNEL}', 'events') FROM (SELECT 1 FROM ev LIMIT 1) one)"
         " SELECT w.tracking_id, (SELECT count(*) FROM n) FROM w"
     )
@@ -164,25 +185,19 @@ FINISH = _with_events(_FINISH_ROWS, _FINISH, 12)
 RECORD_POLLS_EVENTS = _with_events(_RECORD_POLLS_ROWS, _RECORD_POLLS, 16)
 
 
-# The listing query, as SQLite's but with numbered placeholders (the set of texts is
-# small: each is prepared once).
-list_trackings = functools.partial(queries.list_trackings, numbered=True)
+@functools.lru_cache(maxsize=256)
+def list_trackings(present: tuple[bool, ...], labels: int, after: bool) -> str:
+    """The listing query, as SQLite's (the set of texts is small: each is prepared once)."""
+    return numbered(queries.list_trackings(present, labels, after))
 
 
 # Up to $2 settled terminal trackings (their events and deliveries follow through ON
 # DELETE CASCADE) and up to $2 settled operational events, by age; returns how many.
 PRUNE = (
-    "WITH doomed AS (SELECT tracking_id FROM trackings t"
-    " WHERE state = 'terminal' AND terminal_at < $1"
-    " AND NOT EXISTS (SELECT 1 FROM events e JOIN deliveries d ON d.event_seq = e.seq"
-    "   WHERE e.tracking_id = t.tracking_id AND d.state = 'pending')"
-    " ORDER BY terminal_at LIMIT $2 FOR UPDATE SKIP LOCKED),"
+    f"WITH doomed AS ({numbered(queries.PRUNABLE_TRACKINGS)} FOR UPDATE SKIP LOCKED),"
     " gone AS (DELETE FROM trackings WHERE tracking_id IN (SELECT tracking_id FROM doomed)"
     "   RETURNING 1),"
-    " ops AS (SELECT seq FROM events e WHERE tracking_id IS NULL AND time < $1"
-    " AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = e.seq"
-    "   AND d.state = 'pending')"
-    " ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED),"
+    f" ops AS ({numbered(queries.PRUNABLE_SINK_EVENTS)} FOR UPDATE SKIP LOCKED),"
     " ops_gone AS (DELETE FROM events WHERE seq IN (SELECT seq FROM ops) RETURNING 1)"
     " SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM ops_gone)"
 )
@@ -248,24 +263,13 @@ LOCK_EVENTS = f"SELECT pg_advisory_xact_lock({EVENTS_LOCK_KEY})"
 # with its deliveries (x: event id, destination, URL); the high-water mark raised and
 # the other replicas told, both on commit. One round trip for any number of events.
 INSERT_EVENTS = (
-    "WITH ev AS (INSERT INTO events (event_id, tracking_id, type, time, payload, terminal, sink)"
-    " SELECT e.id, e.tid, e.type, e.time, e.payload, e.terminal, e.sink FROM unnest($1::text[],"
-    " $2::text[], $3::text[], $4::float8[], $5::bytea[], $6::bool[], $7::text[])"
-    " WITH ORDINALITY AS e(id, tid, type, time, payload, terminal, sink, n) ORDER BY e.n"
-    " RETURNING seq, event_id, time),"
-    " d AS (INSERT INTO deliveries (event_seq, destination, url, state, attempts,"
-    " next_attempt_at, created_at) SELECT ev.seq, x.dest, x.url, 'pending', 0, ev.time, ev.time"
-    " FROM unnest($8::text[], $9::text[], $10::text[]) AS x(eid, dest, url)"
-    " JOIN ev ON ev.event_id = x.eid),"
-    " hi AS (UPDATE event_seq_high SET seq = greatest(seq, (SELECT max(seq) FROM ev)) WHERE id = 1)"
-    f" SELECT max(seq), pg_notify('{CHANNEL}', 'events') FROM ev"
+    f"WITH {_append_events(1)} SELECT max(seq), pg_notify('{CHANNEL}', 'events') FROM ev"
 )
-EVENTS_AFTER = f"SELECT {EVENT_COLUMNS} FROM events WHERE seq > $1 ORDER BY seq LIMIT $2"
+EVENTS_AFTER = numbered(queries.EVENTS_AFTER)
 LAST_EVENT_SEQ = "SELECT seq FROM event_seq_high WHERE id = 1"
 
 # -- deliveries -----------------------------------------------------------------------------
 
-_DELIVERY_FROM = "FROM deliveries d JOIN events e ON e.seq = d.event_seq"
 # Oldest first; a delivery another replica is claiming is skipped, not waited for. A
 # sink one replica disabled gets nothing from any replica from its commit on, even
 # before the others have heard of it.
@@ -279,55 +283,22 @@ CLAIM_DELIVERIES = (
     f" SELECT {DELIVERY_COLUMNS} FROM leased d JOIN events e ON e.seq = d.event_seq"
     " ORDER BY d.was, d.delivery_id"
 )
-DELIVERY_BY_ID = f"SELECT {DELIVERY_COLUMNS} {_DELIVERY_FROM} WHERE d.delivery_id = $1"
-DELIVERIES_BY_STATE = (
-    f"SELECT {DELIVERY_COLUMNS} {_DELIVERY_FROM}"
-    " WHERE d.state = $1 AND d.delivery_id > $2 ORDER BY d.delivery_id LIMIT $3"
-)
-DELIVERIES_ALL = (
-    f"SELECT {DELIVERY_COLUMNS} {_DELIVERY_FROM}"
-    " WHERE d.delivery_id > $1 ORDER BY d.delivery_id LIMIT $2"
-)
-MARK_DELIVERED = (
-    "UPDATE deliveries SET state = 'delivered', attempts = attempts + 1, delivered_at = $1,"
-    " last_status = $2, last_error = NULL WHERE delivery_id = $3 AND state != 'delivered'"
-)
-MARK_RETRY = (
-    "UPDATE deliveries SET attempts = attempts + 1, next_attempt_at = $1, last_status = $2,"
-    " last_error = $3 WHERE delivery_id = $4 AND state = 'pending'"
-)
-MARK_DEAD = (
-    "UPDATE deliveries SET state = 'dead', attempts = attempts + 1, next_attempt_at = $1,"
-    " last_status = $2, last_error = $3 WHERE delivery_id = $4 AND state = 'pending'"
-)
-REDRIVE_DELIVERY = (
-    "UPDATE deliveries SET state = 'pending', next_attempt_at = $1"
-    " WHERE delivery_id = $2 AND state = 'dead'"
-)
-REPLAY_DELIVERIES = (
-    "INSERT INTO deliveries (event_seq, destination, url, state, attempts, next_attempt_at,"
-    " created_at) SELECT seq, $1, NULL, 'pending', 0, $2, $2 FROM events"
-    " WHERE seq > $3 AND seq <= $4 AND time >= $5 AND time <= $6"
-    " AND (sink IS NULL OR sink <> $1)"  # never an operational event about $1 itself
-    " ON CONFLICT (event_seq, destination) DO UPDATE SET state = 'pending', attempts = 0,"
-    " next_attempt_at = excluded.next_attempt_at, last_status = NULL, last_error = NULL,"
-    " delivered_at = NULL"
-)
-PENDING_DESTINATIONS = (
-    "SELECT DISTINCT destination FROM deliveries WHERE state = 'pending' ORDER BY destination"
-)
-PENDING_COUNTS = (
-    "SELECT destination, count(*) FROM deliveries WHERE state = 'pending' GROUP BY destination"
-)
+DELIVERY_BY_ID = numbered(queries.DELIVERY_BY_ID)
+DELIVERIES_BY_STATE = numbered(queries.DELIVERIES_BY_STATE)
+DELIVERIES_ALL = numbered(queries.DELIVERIES_ALL)
+MARK_DELIVERED = numbered(queries.MARK_DELIVERED)
+MARK_RETRY = numbered(queries.MARK_RETRY)
+MARK_DEAD = numbered(queries.MARK_DEAD)
+REDRIVE_DELIVERY = numbered(queries.REDRIVE_DELIVERY)
+REPLAY_DELIVERIES = numbered(queries.REPLAY_DELIVERIES)
+PENDING_DESTINATIONS = numbered(queries.PENDING_DESTINATIONS)
+PENDING_COUNTS = numbered(queries.PENDING_COUNTS)
 
 # -- sinks ----------------------------------------------------------------------------------
 
-DISABLE_SINK = (
-    "INSERT INTO disabled_sinks (destination, since, reason) VALUES ($1, $2, $3)"
-    " ON CONFLICT (destination) DO NOTHING"
-)
-ENABLE_SINK = "DELETE FROM disabled_sinks WHERE destination = $1"
-DISABLED_SINKS = "SELECT destination, since, reason FROM disabled_sinks ORDER BY destination"
+DISABLE_SINK = numbered(queries.DISABLE_SINK)
+ENABLE_SINK = numbered(queries.ENABLE_SINK)
+DISABLED_SINKS = numbered(queries.DISABLED_SINKS)
 
 # -- adaptive polling's work classes ---------------------------------------------------------
 
@@ -350,4 +321,4 @@ FORGET_WORK_CLASSES = (
     "DELETE FROM work_classes WHERE (workspace, kind, work_class) IN"
     " (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))"
 )
-WORK_CLASSES = "SELECT workspace, kind, work_class, summary, updated_at FROM work_classes"
+WORK_CLASSES = numbered(queries.WORK_CLASSES)

@@ -4,11 +4,21 @@ Work is shared with no coordinator of our own. Each active tracking carries a
 lease (owner, expiry by the database's clock, fencing token): the replica that
 accepted a tracking holds it first; a replica claims trackings whose lease ran
 out (``FOR UPDATE SKIP LOCKED``, so claimers never wait for each other) and
-renews what it holds. Poll results and terminal writes carry the token and the
-statements refuse them once the lease has passed or moved (``pg_writes.py``).
-A unique index allows one terminal event per tracking whatever happens, and
-event seqs are assigned under an advisory lock so that seq order is commit
-order. Deliveries are claimed with ``SKIP LOCKED`` too.
+renews what it holds. Poll results and terminal writes, with their events, are
+one statement each (no lock is held across a round trip, which a slow link
+would stretch); they carry the token (``LeaseBook``) and the statements refuse
+them once the lease has passed or moved, so a replica that stalled past its
+lease cannot overwrite its successor's work. A unique index allows one terminal
+event per tracking whatever happens. Deliveries are claimed with ``SKIP LOCKED``
+too.
+
+Event order: every transaction that appends events takes one transaction-level
+advisory lock before its first seq is assigned and holds it to commit.
+PostgreSQL hands out identity values in call order but commits in any order, so
+without it a reader following ``after=SEQ`` could pass seq 11 (committed) while
+seq 10 is still being written, and never see 10. Under the lock the next writer
+gets its seq only once the previous writer is committed and visible: seq order
+is commit order, and every snapshot sees a prefix of the log.
 
 asyncpg (not a thread-backed driver): it is asyncio-native, speaks the binary
 protocol, and caches prepared statements per connection, which keeps a poll
@@ -17,33 +27,51 @@ batch to one round trip of an already planned statement.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 from orchestrator.store import codec
 from orchestrator.store import pg_queries as q
-from orchestrator.store import pg_writes as writes
 from orchestrator.store.base import (
     Claimed,
     Delivery,
-    DeliveryState,
     DisabledSink,
-    EventRecord,
     Finish,
     NewEvent,
     NewTracking,
     PollUpdate,
     Renewal,
-    ReplaySpan,
     Tracking,
-    TrackingQuery,
     WorkClassMerge,
     WorkClassSummary,
 )
-from orchestrator.store.leases import LeaseBook
 from orchestrator.store.pg_pool import Pool, redacted
 from orchestrator.store.schema import migrate_postgres
+
+
+class LeaseBook:
+    """The leases this replica holds: tracking_id to fencing token, which its poll
+    results and terminal writes carry."""
+
+    def __init__(self) -> None:
+        self.tokens: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def hold(self, tracking_id: str, token: int) -> None:
+        self.tokens[tracking_id] = token
+
+    def drop(self, tracking_ids: Sequence[str]) -> None:
+        for tracking_id in tracking_ids:
+            self.tokens.pop(tracking_id, None)
+
+    def arrays(self, tracking_ids: Sequence[str] | None = None) -> tuple[list[str], list[int]]:
+        ids = list(self.tokens) if tracking_ids is None else [
+            t for t in tracking_ids if t in self.tokens
+        ]  # fmt: skip
+        ids.sort()
+        return ids, [self.tokens[t] for t in ids]
 
 
 def _count(status: str) -> int:
@@ -51,8 +79,33 @@ def _count(status: str) -> int:
     return int(status.rsplit(" ", 1)[-1])
 
 
-class PostgresStore:
+def _columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:
+    """Rows as the column arrays an unnest takes (empty arrays for no rows)."""
+    return [list(c) for c in zip(*rows, strict=True)] if rows else [[] for _ in range(width)]
+
+
+def _event_columns(events: Sequence[tuple[NewEvent, bool]]) -> list[list[Any]]:
+    """Events (with whether each is terminal) as INSERT_EVENTS's ten arrays: the
+    events', then their deliveries' (event id, destination, URL)."""
+    rows = [(e.event_id, e.tracking_id, e.type, e.time, e.payload, t, e.sink) for e, t in events]
+    to = [
+        (e.event_id, d, e.callback_url if d == "callback" else None)
+        for e, _ in events
+        for d in dict.fromkeys(e.destinations)
+    ]
+    return _columns(rows, 7) + _columns(to, 3)
+
+
+def poll_rows(updates: Sequence[PollUpdate], tokens: dict[str, int]) -> list[list[Any]]:
+    """The folded ``codec.poll_row`` of each tracking this replica holds, with its token."""
+    held = [u for u in updates if u.tracking_id in tokens]
+    return [[*row, tokens[row[0]]] for row in codec.fold_polls(held)]
+
+
+class PostgresStore(codec.SqlShared):
     shares_work = True
+    _q = q
+    _NO_LIMIT = None
 
     def __init__(
         self,
@@ -105,16 +158,13 @@ class PostgresStore:
         await self._pool.close()
         await self._lease_pool.close()
 
-    def stats(self) -> dict[str, int]:
-        return {"leases": len(self.book)}
-
     async def _fetch(self, sql: str, *args: Any) -> list[Any]:
         async with self._pool.connection("store read failed", transaction=False) as conn:
             return list(await conn.fetch(sql, *args))
 
-    async def _execute(self, sql: str, *args: Any) -> str:
+    async def _execute(self, sql: str, *args: Any) -> int:
         async with self._pool.connection("store write failed", transaction=False) as conn:
-            return str(await conn.execute(sql, *args))
+            return _count(str(await conn.execute(sql, *args)))
 
     async def check_writable(self) -> bool:
         try:
@@ -126,49 +176,81 @@ class PostgresStore:
     # -- trackings ----------------------------------------------------------------------
 
     async def create_trackings(self, items: Sequence[NewTracking]) -> list[tuple[Tracking, bool]]:
+        """Insert, leased to this replica."""
         if not items:
             return []
+        columns = _columns([codec.insert_tracking_params(item) for item in items], 16)
         async with self._pool.connection("intake not stored", transaction=True) as conn:
-            out, leases = await writes.create_trackings(
-                conn, items, self.replica_id, self.lease_timeout_s, self.book
+            rows = await conn.fetch(
+                q.INSERT_TRACKINGS, *columns, self.replica_id, self.lease_timeout_s
             )
+            leases = {row[0]: int(row[1]) for row in rows}
+            labels = codec.label_rows(items, leases)
+            if labels:
+                await conn.execute(q.INSERT_LABELS, *_columns(labels, 3))
+            known = [item for item in items if item.tracking_id not in leases]
+            existing: dict[tuple[str, str, str], Tracking] = {}
+            if known:
+                keys = _columns([(i.workspace, i.kind, i.remote_id) for i in known], 3)
+                for row in await conn.fetch(q.TRACKINGS_BY_REMOTE, *keys):
+                    existing[row[1], row[2], row[3]] = codec.tracking(row)
         for tracking_id, token in leases.items():
             self.book.hold(tracking_id, token)
-        return out
+        return [
+            (codec.new_tracking(item), True)
+            if item.tracking_id in leases
+            else (existing[item.workspace, item.kind, item.remote_id], False)
+            for item in items
+        ]
 
     async def record_polls(self, updates: Sequence[PollUpdate]) -> None:
-        if updates:
-            # One statement: its own transaction, one round trip.
-            async with self._pool.connection("poll results not stored", transaction=False) as c:
-                await writes.record_polls(c, updates, self.book)
+        """Poll results of the trackings this replica holds (others are not even sent),
+        each tracking's folded into one row, with the events of the rows that moved: one
+        statement (its own transaction, one round trip), whatever the batch holds."""
+        if not updates:
+            return
+        async with self._pool.connection("poll results not stored", transaction=False) as conn:
+            rows = poll_rows(updates, self.book.tokens)
+            if not rows:
+                return
+            held = self.book.tokens
+            events = [
+                (u.event, False) for u in updates if u.event is not None and u.tracking_id in held
+            ]
+            if events:
+                await conn.fetch(
+                    q.RECORD_POLLS_EVENTS, *_columns(rows, 15), *_event_columns(events)
+                )
+            else:
+                await conn.execute(q.RECORD_POLLS, *_columns(rows, 15))
 
     async def finish(self, items: Sequence[Finish]) -> list[bool]:
+        """Terminal writes with their events in one statement: a held tracking's fenced by
+        its lease, an abandon of one this replica does not hold unfenced, any other not
+        ours to end (its holder will). Only the first write of a tracking counts."""
         if not items:
             return []
-        async with self._pool.connection("terminal state not stored", transaction=False) as c:
-            done = await writes.finish(c, items, self.book)
+        rows: dict[str, list[Any]] = {}
+        events: list[tuple[NewEvent, bool]] = []
+        for item in items:
+            token = self.book.tokens.get(item.tracking_id)
+            if item.tracking_id in rows or (token is None and item.outcome != "abandoned"):
+                continue
+            rows[item.tracking_id] = [*codec.finish_row(item), token]
+            events.append((item.event, True))
+        moved: set[str] = set()
+        async with self._pool.connection("terminal state not stored", transaction=False) as conn:
+            if rows:
+                columns = _columns(list(rows.values()), 11)
+                found = await conn.fetch(q.FINISH, *columns, *_event_columns(events))
+                moved = {row[0] for row in found}
         # Ended, or refused because the lease moved: this replica holds it no more.
         self.book.drop([item.tracking_id for item in items])
-        return done
-
-    async def get_tracking(self, tracking_id: str) -> Tracking | None:
-        rows = await self._fetch(q.TRACKING_BY_ID, tracking_id)
-        return codec.tracking(rows[0]) if rows else None
-
-    async def load_active(
-        self, after: str | None = None, limit: int | None = None
-    ) -> list[Tracking]:
-        rows = await self._fetch(q.ACTIVE_TRACKINGS, after or "", limit)
-        return [codec.tracking(row) for row in rows]
-
-    async def active_counts(self) -> dict[str, int]:
-        return {str(ws): int(n) for ws, n in await self._fetch(q.ACTIVE_COUNTS)}
-
-    async def list_trackings(self, query: TrackingQuery) -> tuple[list[Tracking], str | None]:
-        limit = codec.clamp_limit(query.limit)
-        shape, params = codec.listing(query)
-        sql = q.list_trackings(**shape._asdict())
-        return codec.page(await self._fetch(sql, *params, limit + 1), limit)
+        out: list[bool] = []
+        for item in items:
+            out.append(item.tracking_id in moved)
+            moved.discard(item.tracking_id)  # a second write of it in the batch did nothing
+        return out
 
     async def prune(self, before: float, batch: int) -> int:
         rows = await self._fetch(q.PRUNE, before, max(0, batch))
@@ -215,19 +297,7 @@ class PostgresStore:
     def forget_leases(self) -> None:
         self.book.tokens.clear()
 
-    async def notify_work(self) -> None:
-        """Tell idle replicas that there is work to claim."""
-        await self._execute(q.NOTIFY, q.CHANNEL, "work")
-
     # -- events and deliveries ----------------------------------------------------------
-
-    async def events_after(self, after_seq: int, limit: int) -> list[EventRecord]:
-        rows = await self._fetch(q.EVENTS_AFTER, after_seq, max(0, limit))
-        return [codec.event(row) for row in rows]
-
-    async def last_event_seq(self) -> int:
-        rows = await self._fetch(q.LAST_EVENT_SEQ)
-        return int(rows[0][0]) if rows else 0
 
     async def claim_deliveries(
         self, destination: str, now: float, limit: int, lease_s: float
@@ -237,79 +307,51 @@ class PostgresStore:
         rows = await self._fetch(q.CLAIM_DELIVERIES, destination, now, limit, now + lease_s)
         return [codec.delivery(row) for row in rows]
 
-    async def pending_destinations(self) -> list[str]:
-        return [row[0] for row in await self._fetch(q.PENDING_DESTINATIONS)]
-
-    async def outbox_pending_counts(self) -> dict[str, int]:
-        return {row[0]: int(row[1]) for row in await self._fetch(q.PENDING_COUNTS)}
-
-    async def mark_delivered(self, delivery_id: int, at: float, status: int) -> None:
-        await self._execute(q.MARK_DELIVERED, at, status, delivery_id)
-
-    async def mark_retry(
-        self, delivery_id: int, next_attempt_at: float, status: int | None, error: str
-    ) -> None:
-        await self._execute(q.MARK_RETRY, next_attempt_at, status, error, delivery_id)
-
-    async def mark_dead(self, delivery_id: int, at: float, status: int | None, error: str) -> None:
-        await self._execute(q.MARK_DEAD, at, status, error, delivery_id)
-
-    async def get_delivery(self, delivery_id: int) -> Delivery | None:
-        rows = await self._fetch(q.DELIVERY_BY_ID, delivery_id)
-        return codec.delivery(rows[0]) if rows else None
-
-    async def list_deliveries(
-        self, state: DeliveryState | None, limit: int, cursor: str | None
-    ) -> tuple[list[Delivery], str | None]:
-        size = codec.clamp_limit(limit)
-        params = codec.delivery_listing(state, cursor)
-        sql = q.DELIVERIES_ALL if state is None else q.DELIVERIES_BY_STATE
-        return codec.delivery_page(await self._fetch(sql, *params, size + 1), size)
-
     async def redrive_delivery(self, delivery_id: int, now: float) -> Delivery | None:
-        if not _count(await self._execute(q.REDRIVE_DELIVERY, now, delivery_id)):
+        if not await self._execute(q.REDRIVE_DELIVERY, now, delivery_id):
             return None
         return await self.get_delivery(delivery_id)
-
-    async def replay_deliveries(self, destination: str, span: ReplaySpan, now: float) -> int:
-        until_seq = min(span.until_seq, 2**62)
-        since = span.since if math.isfinite(span.since) else -1e308
-        until = span.until if math.isfinite(span.until) else 1e308
-        status = await self._execute(
-            q.REPLAY_DELIVERIES, destination, now, span.after_seq, until_seq, since, until
-        )
-        return _count(status)
 
     # -- sinks --------------------------------------------------------------------------
 
     async def disable_sink(self, sink: DisabledSink, event: NewEvent) -> bool:
         async with self._pool.connection("sink state not stored", transaction=True) as conn:
-            return await writes.disable_sink(conn, sink, event)
+            status = await conn.execute(q.DISABLE_SINK, sink.destination, sink.since, sink.reason)
+            return status == "INSERT 0 1" and await self._sink_changed(conn, event)
 
     async def enable_sink(self, destination: str, event: NewEvent) -> bool:
         async with self._pool.connection("sink state not stored", transaction=True) as conn:
-            return await writes.enable_sink(conn, destination, event)
+            status = await conn.execute(q.ENABLE_SINK, destination)
+            return status == "DELETE 1" and await self._sink_changed(conn, event)
+
+    @staticmethod
+    async def _sink_changed(conn: Any, event: NewEvent) -> bool:
+        """The operational event of a sink's change, appended under the log's lock, and
+        word of it to the other replicas (they adopt it)."""
+        await conn.execute(q.LOCK_EVENTS)
+        await conn.execute(q.INSERT_EVENTS, *_event_columns([(event, False)]))
+        await conn.execute(q.NOTIFY, q.CHANNEL, "sinks")
+        return True
 
     async def merge_work_classes(
         self, merges: Sequence[WorkClassMerge], forget: Sequence[tuple[str, str, str]] = ()
     ) -> list[WorkClassSummary]:
+        """Each merge folded into its row, the rows locked to commit: a peer's merge of the
+        same class waits and then folds into this one's result."""
         if forget:
             # Apart from the merge: a delete and a merge each holding a row the other
             # wants would deadlock.
-            keys = [k[0] for k in forget], [k[1] for k in forget], [k[2] for k in forget]
-            await self._execute(q.FORGET_WORK_CLASSES, *keys)
+            await self._execute(q.FORGET_WORK_CLASSES, *_columns(forget, 3))
         if not merges:
             return []
+        ordered = sorted(merges, key=lambda m: m.key)  # one lock order for every replica
+        keys = _columns([m.key for m in ordered], 3)
         async with self._pool.connection("work classes not stored", transaction=True) as conn:
-            return await writes.merge_work_classes(conn, merges)
-
-    async def load_work_classes(self) -> list[WorkClassSummary]:
-        rows = await self._fetch(q.WORK_CLASSES)
-        return [
-            WorkClassSummary(str(r[0]), str(r[1]), str(r[2]), codec.load(r[3]), float(r[4]))
-            for r in rows
-        ]
-
-    async def disabled_sinks(self) -> list[DisabledSink]:
-        rows = await self._fetch(q.DISABLED_SINKS)
-        return [DisabledSink(str(r[0]), float(r[1]), str(r[2])) for r in rows]
+            rows = await conn.fetch(q.LOCK_WORK_CLASSES, *keys, [m.updated_at for m in ordered])
+            stored = {(r[0], r[1], r[2]): r[3] for r in rows}
+            items = [
+                m.folded(codec.load(stored[m.key]) if stored.get(m.key) else None) for m in ordered
+            ]
+            summaries = [codec.dump(i.summary) for i in items]
+            await conn.execute(q.SAVE_WORK_CLASSES, *keys, summaries, [i.updated_at for i in items])
+        return items

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import itertools
 
 TRACKING_COLUMNS = (
     "tracking_id, workspace, kind, remote_id, state, outcome, remote_status, remote, result,"
@@ -69,26 +68,11 @@ ACTIVE_TRACKINGS = (
     " ORDER BY tracking_id LIMIT ?"
 )
 
-# Parameters: polls, last_polled_at, next_poll_at, last_error, remote_changed, remote_status,
-# remote, tracking_id, fingerprint, digest, work_class, work_started_at (NULL: kept). Only
-# active rows move: a terminal tracking is final.
-RECORD_POLL = (
-    "UPDATE trackings SET polls = ?1, last_polled_at = ?2, next_poll_at = ?3, last_error = ?4,"
-    " remote_status = CASE WHEN ?5 THEN ?6 ELSE remote_status END,"
-    " remote = CASE WHEN ?5 THEN ?7 ELSE remote END,"
-    " remote_fingerprint = CASE WHEN ?5 THEN ?9 ELSE remote_fingerprint END,"
-    " remote_digest = CASE WHEN ?5 THEN ?10 ELSE remote_digest END,"
-    " work_class = coalesce(?11, work_class), work_started_at = coalesce(?12, work_started_at)"
-    " WHERE tracking_id = ?8 AND state = 'active'"
-)
-
-# Poll results without an event, many rows in ONE statement: per row (tracking_id,
-# polls, last_polled_at, next_poll_at, last_error, remote_changed, remote_status,
-# remote, remote_fingerprint, remote_digest, work_class, work_started_at; NULL class and
-# start: kept). A statement per row hands the GIL back
-# and forth once per row between the writer thread and the event loop; under load
-# each hand-back waits for the loop's switch interval, which held the writer to a
-# few hundred rows a second.
+# Poll results, many rows in ONE statement: per row the first twelve columns of
+# codec.poll_row (NULL class and start: kept); only active rows move, a terminal
+# tracking is final. A statement per row hands the GIL back and forth once per row
+# between the writer thread and the event loop; under load each hand-back waits for
+# the loop's switch interval, which held the writer to a few hundred rows a second.
 POLL_ROWS = 83  # 996 parameters: under the oldest SQLite's limit of 999
 
 
@@ -115,53 +99,40 @@ SET_DEADLINE = (
     " WHERE tracking_id = ? AND state = 'active'"
 )
 
-# Named parameters; poll fields are kept when the finish carries no poll (polls is NULL).
+# Parameters as codec.finish_row: tracking_id, outcome, terminal_at, result, polls,
+# last_polled_at, last_error, remote_changed, remote_status, remote. Poll fields are
+# kept when the finish carries no poll (polls is NULL).
 FINISH_TRACKING = (
-    "UPDATE trackings SET state = 'terminal', outcome = :outcome, terminal_at = :terminal_at,"
-    " result = :result, next_poll_at = NULL,"
-    " polls = coalesce(:polls, polls),"
-    " last_polled_at = coalesce(:last_polled_at, last_polled_at),"
-    " last_error = CASE WHEN :polls IS NOT NULL THEN :last_error"
-    "   ELSE coalesce(:last_error, last_error) END,"
-    " remote_status = CASE WHEN :remote_changed THEN :remote_status ELSE remote_status END,"
-    " remote = CASE WHEN :remote_changed THEN :remote ELSE remote END"
-    " WHERE tracking_id = :tracking_id AND state = 'active'"
+    "UPDATE trackings SET state = 'terminal', outcome = ?2, terminal_at = ?3,"
+    " result = ?4, next_poll_at = NULL,"
+    " polls = coalesce(?5, polls),"
+    " last_polled_at = coalesce(?6, last_polled_at),"
+    " last_error = CASE WHEN ?5 IS NOT NULL THEN ?7"
+    "   ELSE coalesce(?7, last_error) END,"
+    " remote_status = CASE WHEN ?8 THEN ?9 ELSE remote_status END,"
+    " remote = CASE WHEN ?8 THEN ?10 ELSE remote END"
+    " WHERE tracking_id = ?1 AND state = 'active'"
 )
 
 
 @functools.lru_cache(maxsize=256)
-def list_trackings(
-    *,
-    state: bool,
-    kind: bool,
-    outcome: bool,
-    workspace: bool,
-    labels: int,
-    after: bool,
-    numbered: bool = False,
-) -> str:
-    """The listing query for the filters present; parameters follow in this order:
-    state, kind, outcome, workspace, (key, value) per label, cursor (created_at twice,
-    tracking_id), limit. ``numbered``: PostgreSQL's placeholders ($1, $2, ...), not ?."""
-    numbers = itertools.count(1)
-
-    def param() -> str:
-        return f"${next(numbers)}" if numbered else "?"
-
-    present = {"state": state, "kind": kind, "outcome": outcome, "workspace": workspace}
-    where = [f"t.{column} = {param()}" for column, wanted in present.items() if wanted]
-    for _ in range(labels):
-        where.append(
-            "EXISTS (SELECT 1 FROM tracking_labels l WHERE l.tracking_id = t.tracking_id"
-            f" AND l.key = {param()} AND l.value = {param()})"
-        )
+def list_trackings(present: tuple[bool, ...], labels: int, after: bool) -> str:
+    """The listing query for the filters ``present`` (state, kind, outcome, workspace);
+    parameters follow in this order: those filters', (key, value) per label, cursor
+    (created_at twice, tracking_id), limit."""
+    columns = ("state", "kind", "outcome", "workspace")
+    where = [f"t.{column} = ?" for column, wanted in zip(columns, present, strict=True) if wanted]
+    label = (
+        "EXISTS (SELECT 1 FROM tracking_labels l WHERE l.tracking_id = t.tracking_id"
+        " AND l.key = ? AND l.value = ?)"
+    )
+    where += [label] * labels
     if after:
-        a, b, c = param(), param(), param()
-        where.append(f"(t.created_at < {a} OR (t.created_at = {b} AND t.tracking_id < {c}))")
+        where.append("(t.created_at < ? OR (t.created_at = ? AND t.tracking_id < ?))")
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     return (
         f"SELECT {T_COLUMNS} FROM trackings t{clause}"
-        f" ORDER BY t.created_at DESC, t.tracking_id DESC LIMIT {param()}"
+        " ORDER BY t.created_at DESC, t.tracking_id DESC LIMIT ?"
     )
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
-import functools
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, TypeVarTuple
 
 import aiosqlite
 
@@ -25,39 +25,35 @@ from orchestrator.store import codec, queries
 from orchestrator.store import sqlite_writes as ops
 from orchestrator.store.base import (
     Delivery,
-    DeliveryState,
     DisabledSink,
-    EventRecord,
     Finish,
     NewEvent,
     NewTracking,
     PollUpdate,
-    ReplaySpan,
+    Store,
     Tracking,
-    TrackingQuery,
     WorkClassMerge,
     WorkClassSummary,
 )
 from orchestrator.store.group_commit import GroupCommitWriter, is_unavailable
-from orchestrator.store.leases import SingleOwnerLeases
 from orchestrator.store.schema import migrate_sqlite
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 CACHE_KIB = 32_768
 MIN_SQLITE = (3, 35, 0)
 BUSY_TIMEOUT_MS = 5000
-# SQLite's primary result codes for a file it cannot open or write (read-only
-# file or directory, no permission to create the -wal/-shm files).
-_SQLITE_READONLY, _SQLITE_CANTOPEN = 8, 14
 # A burst (a big intake, writes while the resume's long read holds checkpoints
 # back) grows the WAL file; SQLite reuses it but never shrinks it on its own.
 # Past this size it is cut back whenever the log restarts from its beginning.
 WAL_LIMIT_BYTES = 64 << 20
 T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 
-class SqliteStore(SingleOwnerLeases):
+class SqliteStore(codec.SqlShared, Store):
     shares_work = False
+    _q = queries
+    _NO_LIMIT = -1
 
     def __init__(
         self,
@@ -97,18 +93,12 @@ class SqliteStore(SingleOwnerLeases):
             # Before aiosqlite: its worker thread outlives a failed connect and
             # can report into a loop that a failed start-up has already closed.
             await asyncio.to_thread(_probe_writable, self.path)
-        except sqlite3.Error as exc:
-            await self.close()
-            if _cannot_write(exc):
-                raise _not_writable(self.path, exc) from None
-            raise _store_error(exc, f"cannot open store {self.path}") from exc
-        self._writer = GroupCommitWriter(
-            self._connect_writer,
-            commit_interval_s=self._commit_interval_s,
-            max_batch=self._max_batch,
-            name=f"store-writer:{self.path.name}",
-        )
-        try:
+            self._writer = GroupCommitWriter(
+                self._connect_writer,
+                commit_interval_s=self._commit_interval_s,
+                max_batch=self._max_batch,
+                name=f"store-writer:{self.path.name}",
+            )
             await self._writer.start(migrate_sqlite)
             self._reader = await aiosqlite.connect(
                 f"{self.path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None
@@ -143,10 +133,13 @@ class SqliteStore(SingleOwnerLeases):
         """Why the writer task died, if it did (every write then raises StoreUnavailable)."""
         return self._writer.failure if self._writer else None
 
-    async def _submit(self, operation: Callable[[sqlite3.Connection], T], weight: int = 1) -> T:
+    async def _submit(
+        self, operation: Callable[[sqlite3.Connection, *Ts], T], *args: *Ts, weight: int = 1
+    ) -> T:
+        """``operation(conn, *args)`` in the writer's next group commit."""
         if self._writer is None:
             raise StoreUnavailable(f"store {self.path} is not open")
-        return await self._writer.submit(operation, weight)
+        return await self._writer.submit(lambda conn: operation(conn, *args), weight)
 
     async def _connect_writer(self) -> aiosqlite.Connection:
         conn = await aiosqlite.connect(self.path, isolation_level=None)
@@ -167,11 +160,14 @@ class SqliteStore(SingleOwnerLeases):
             raise
         return conn
 
-    # -- writes -------------------------------------------------------------------------
+    # -- writes (reads and one-statement writes: codec.SqlShared) ----------------------
+
+    async def _execute(self, sql: str, *params: object) -> int:
+        return await self._submit(ops.execute, sql, params)
 
     async def check_writable(self) -> bool:
         try:
-            await self._submit(ops.probe)
+            await self._execute(queries.PROBE_WRITE, time.time())
         except StoreError:
             return False
         return True
@@ -179,136 +175,53 @@ class SqliteStore(SingleOwnerLeases):
     async def create_trackings(self, items: Sequence[NewTracking]) -> list[tuple[Tracking, bool]]:
         if not items:
             return []
-        return await self._submit(
-            functools.partial(ops.create_trackings, items=list(items)), len(items)
-        )
+        return await self._submit(ops.create_trackings, list(items), weight=len(items))
 
     async def record_polls(self, updates: Sequence[PollUpdate]) -> None:
         if updates:
-            await self._submit(
-                functools.partial(ops.record_polls, updates=list(updates)), len(updates)
-            )
+            await self._submit(ops.record_polls, list(updates), weight=len(updates))
 
     async def finish(self, items: Sequence[Finish]) -> list[bool]:
         if not items:
             return []
-        return await self._submit(functools.partial(ops.finish, items=list(items)), len(items))
+        return await self._submit(ops.finish, list(items), weight=len(items))
 
     async def claim_deliveries(
         self, destination: str, now: float, limit: int, lease_s: float
     ) -> list[Delivery]:
-        claim = functools.partial(
-            ops.claim_deliveries, destination=destination, now=now, limit=limit, lease_s=lease_s
-        )
-        return await self._submit(claim, max(1, limit))
-
-    async def mark_delivered(self, delivery_id: int, at: float, status: int) -> None:
-        await self._update_delivery(queries.MARK_DELIVERED, (at, status, delivery_id))
-
-    async def mark_retry(
-        self, delivery_id: int, next_attempt_at: float, status: int | None, error: str
-    ) -> None:
-        params = (next_attempt_at, status, error, delivery_id)
-        await self._update_delivery(queries.MARK_RETRY, params)
-
-    async def mark_dead(self, delivery_id: int, at: float, status: int | None, error: str) -> None:
-        await self._update_delivery(queries.MARK_DEAD, (at, status, error, delivery_id))
-
-    async def _update_delivery(self, sql: str, params: tuple[object, ...]) -> None:
-        await self._submit(functools.partial(ops.update_delivery, sql=sql, params=params))
+        claim = ops.claim_deliveries
+        return await self._submit(claim, destination, now, limit, lease_s, weight=max(1, limit))
 
     async def redrive_delivery(self, delivery_id: int, now: float) -> Delivery | None:
-        return await self._submit(
-            functools.partial(ops.redrive_delivery, delivery_id=delivery_id, now=now)
-        )
-
-    async def replay_deliveries(self, destination: str, span: ReplaySpan, now: float) -> int:
-        return await self._submit(
-            functools.partial(ops.replay_deliveries, destination=destination, span=span, now=now)
-        )
+        return await self._submit(ops.redrive_delivery, delivery_id, now)
 
     async def disable_sink(self, sink: DisabledSink, event: NewEvent) -> bool:
-        return await self._submit(functools.partial(ops.disable_sink, sink=sink, event=event))
+        params = (sink.destination, sink.since, sink.reason)
+        return await self._submit(ops.change_sink, queries.DISABLE_SINK, params, event)
 
     async def enable_sink(self, destination: str, event: NewEvent) -> bool:
-        return await self._submit(
-            functools.partial(ops.enable_sink, destination=destination, event=event)
-        )
+        return await self._submit(ops.change_sink, queries.ENABLE_SINK, (destination,), event)
 
     async def merge_work_classes(
         self, merges: Sequence[WorkClassMerge], forget: Sequence[tuple[str, str, str]] = ()
     ) -> list[WorkClassSummary]:
         if not merges and not forget:
             return []
-        merge = functools.partial(ops.merge_work_classes, merges=list(merges), forget=list(forget))
-        return await self._submit(merge, len(merges) + len(forget))
-
-    async def prune(self, before: float, batch: int) -> int:
+        merge = ops.merge_work_classes
         return await self._submit(
-            functools.partial(ops.prune, before=before, batch=batch), max(1, batch)
+            merge, list(merges), list(forget), weight=len(merges) + len(forget)
         )
 
-    # -- reads --------------------------------------------------------------------------
+    async def prune(self, before: float, batch: int) -> int:
+        return await self._submit(ops.prune, before, batch, weight=max(1, batch))
 
-    async def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    async def _fetch(self, sql: str, *params: Any) -> list[Any]:
         if self._reader is None:
             raise StoreUnavailable("store is closed")
         try:
             return list(await self._reader.execute_fetchall(sql, params))
         except sqlite3.Error as exc:
             raise _store_error(exc, "store read failed") from exc
-
-    async def get_tracking(self, tracking_id: str) -> Tracking | None:
-        rows = await self._read(queries.TRACKING_BY_ID, (tracking_id,))
-        return codec.tracking(rows[0]) if rows else None
-
-    async def load_active(
-        self, after: str | None = None, limit: int | None = None
-    ) -> list[Tracking]:
-        params = (after or "", -1 if limit is None else limit)
-        return [codec.tracking(row) for row in await self._read(queries.ACTIVE_TRACKINGS, params)]
-
-    async def active_counts(self) -> dict[str, int]:
-        return {str(ws): int(n) for ws, n in await self._read(queries.ACTIVE_COUNTS, ())}
-
-    async def list_trackings(self, query: TrackingQuery) -> tuple[list[Tracking], str | None]:
-        limit = codec.clamp_limit(query.limit)
-        shape, params = codec.listing(query)
-        sql = queries.list_trackings(**shape._asdict())
-        return codec.page(await self._read(sql, [*params, limit + 1]), limit)
-
-    async def events_after(self, after_seq: int, limit: int) -> list[EventRecord]:
-        rows = await self._read(queries.EVENTS_AFTER, (after_seq, max(0, limit)))
-        return [codec.event(row) for row in rows]
-
-    async def last_event_seq(self) -> int:
-        rows = await self._read(queries.LAST_EVENT_SEQ)
-        return int(rows[0][0]) if rows else 0
-
-    async def pending_destinations(self) -> list[str]:
-        return [row[0] for row in await self._read(queries.PENDING_DESTINATIONS)]
-
-    async def outbox_pending_counts(self) -> dict[str, int]:
-        return {row[0]: row[1] for row in await self._read(queries.PENDING_COUNTS)}
-
-    async def disabled_sinks(self) -> list[DisabledSink]:
-        return [DisabledSink(*row) for row in await self._read(queries.DISABLED_SINKS)]
-
-    async def load_work_classes(self) -> list[WorkClassSummary]:
-        rows = await self._read(queries.WORK_CLASSES)
-        return [WorkClassSummary(ws, k, c, codec.load(blob), at) for ws, k, c, blob, at in rows]
-
-    async def get_delivery(self, delivery_id: int) -> Delivery | None:
-        rows = await self._read(queries.DELIVERY_BY_ID, (delivery_id,))
-        return codec.delivery(rows[0]) if rows else None
-
-    async def list_deliveries(
-        self, state: DeliveryState | None, limit: int, cursor: str | None
-    ) -> tuple[list[Delivery], str | None]:
-        size = codec.clamp_limit(limit)
-        params = codec.delivery_listing(state, cursor)
-        sql = queries.DELIVERIES_ALL if state is None else queries.DELIVERIES_BY_STATE
-        return codec.delivery_page(await self._read(sql, [*params, size + 1]), size)
 
 
 def _lock(path: Path) -> int:
@@ -335,8 +248,10 @@ def _probe_writable(path: Path) -> None:
 
 
 def _cannot_write(exc: sqlite3.Error) -> bool:
+    """A file SQLite cannot open or write: read-only file or directory, no permission
+    to create the -wal/-shm files."""
     code = getattr(exc, "sqlite_errorcode", None) or 0
-    return code & 0xFF in (_SQLITE_READONLY, _SQLITE_CANTOPEN)
+    return code & 0xFF in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN)
 
 
 def _not_writable(path: Path, exc: OSError | sqlite3.Error) -> StoreNotWritable:

@@ -7,18 +7,15 @@ savepoint (see ``group_commit.py``); none of them commits.
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Sequence
 
 from orchestrator.store import codec, queries
 from orchestrator.store.base import (
     Delivery,
-    DisabledSink,
     Finish,
     NewEvent,
     NewTracking,
     PollUpdate,
-    ReplaySpan,
     Tracking,
     WorkClassMerge,
     WorkClassSummary,
@@ -64,7 +61,8 @@ def record_polls(conn: sqlite3.Connection, updates: Sequence[PollUpdate]) -> Non
         # plain ones before it are written first so that updates apply in the order given.
         _record_plain(conn, plain)
         plain = []
-        if conn.execute(queries.RECORD_POLL, _poll_params(update)).rowcount:
+        row = codec.poll_row(update)[:12]
+        if conn.execute(queries.record_poll_rows(1), row).rowcount:
             append_event(conn, update.event)
     _record_plain(conn, plain)
     for update in updates:
@@ -72,54 +70,9 @@ def record_polls(conn: sqlite3.Connection, updates: Sequence[PollUpdate]) -> Non
             conn.execute(queries.SET_DEADLINE, (*update.deadline, update.tracking_id))
 
 
-def _poll_params(update: PollUpdate) -> tuple[object, ...]:
-    changed = update.remote_changed
-    return (
-        update.polls,
-        update.last_polled_at,
-        update.next_poll_at,
-        codec.dump(update.last_error),
-        changed,
-        update.remote_status if changed else None,
-        codec.dump(update.remote) if changed else None,
-        update.tracking_id,
-        update.fingerprint if changed else None,
-        update.digest if changed else None,
-        update.work_class,
-        update.work_started_at,
-    )
-
-
 def _record_plain(conn: sqlite3.Connection, updates: Sequence[PollUpdate]) -> None:
-    """Updates without events, in bulk statements.
-
-    A tracking's updates fold into one row that leaves it as applying them in turn
-    would: the last update's counters and error, the body of the last update that
-    carried a changed one, and the last class of the work given.
-    """
-    if not updates:
-        return
-    rows: dict[str, list[object]] = {}
-    for u in updates:
-        row = rows.get(u.tracking_id)
-        error = codec.dump(u.last_error)
-        if row is None:
-            rows[u.tracking_id] = [
-                u.tracking_id, u.polls, u.last_polled_at, u.next_poll_at, error,
-                u.remote_changed,
-                u.remote_status if u.remote_changed else None,
-                codec.dump(u.remote) if u.remote_changed else None,
-                u.fingerprint if u.remote_changed else None,
-                u.digest if u.remote_changed else None,
-                u.work_class, u.work_started_at,
-            ]  # fmt: skip
-            continue
-        row[1:5] = [u.polls, u.last_polled_at, u.next_poll_at, error]
-        if u.remote_changed:
-            row[5:10] = [True, u.remote_status, codec.dump(u.remote), u.fingerprint, u.digest]
-        if u.work_class is not None:
-            row[10:12] = [u.work_class, u.work_started_at]
-    folded = list(rows.values())
+    """Updates without events, each tracking's folded into one row, in bulk statements."""
+    folded = [row[:12] for row in codec.fold_polls(updates)]
     size = queries.POLL_ROWS
     for start in range(0, len(folded), size):
         chunk = folded[start : start + size]
@@ -129,19 +82,7 @@ def _record_plain(conn: sqlite3.Connection, updates: Sequence[PollUpdate]) -> No
 def finish(conn: sqlite3.Connection, items: Sequence[Finish]) -> list[bool]:
     out: list[bool] = []
     for item in items:
-        params = {
-            "tracking_id": item.tracking_id,
-            "outcome": item.outcome,
-            "terminal_at": item.terminal_at,
-            "result": codec.dump(item.result),
-            "polls": item.polls,
-            "last_polled_at": item.last_polled_at,
-            "last_error": codec.dump(item.last_error),
-            "remote_changed": item.remote_changed,
-            "remote_status": item.remote_status if item.remote_changed else None,
-            "remote": codec.dump(item.remote) if item.remote_changed else None,
-        }
-        moved = conn.execute(queries.FINISH_TRACKING, params).rowcount == 1
+        moved = conn.execute(queries.FINISH_TRACKING, codec.finish_row(item)).rowcount == 1
         if moved:
             append_event(conn, item.event)
         out.append(moved)
@@ -178,24 +119,15 @@ def claim_deliveries(
     return claimed
 
 
-def update_delivery(conn: sqlite3.Connection, sql: str, params: tuple[object, ...]) -> None:
-    conn.execute(sql, params)
+def execute(conn: sqlite3.Connection, sql: str, params: Sequence[object]) -> int:
+    """One statement; returns the rows it changed."""
+    return int(conn.execute(sql, params).rowcount)
 
 
 def redrive_delivery(conn: sqlite3.Connection, delivery_id: int, now: float) -> Delivery | None:
     if not conn.execute(queries.REDRIVE_DELIVERY, (now, delivery_id)).rowcount:
         return None
     return codec.delivery(conn.execute(queries.DELIVERY_BY_ID, (delivery_id,)).fetchone())
-
-
-def replay_deliveries(
-    conn: sqlite3.Connection, destination: str, span: ReplaySpan, now: float
-) -> int:
-    params = (
-        *(destination, now, now, span.after_seq, span.until_seq, span.since, span.until),
-        destination,
-    )
-    return int(conn.execute(queries.REPLAY_DELIVERIES, params).rowcount)
 
 
 def prune(conn: sqlite3.Connection, before: float, batch: int) -> int:
@@ -206,23 +138,15 @@ def prune(conn: sqlite3.Connection, before: float, batch: int) -> int:
     return len(ids) + len(seqs)
 
 
-def disable_sink(conn: sqlite3.Connection, sink: DisabledSink, event: NewEvent) -> bool:
-    params = (sink.destination, sink.since, sink.reason)
-    if not conn.execute(queries.DISABLE_SINK, params).rowcount:
-        return False
-    append_event(conn, event)
-    return True
-
-
-def enable_sink(conn: sqlite3.Connection, destination: str, event: NewEvent) -> bool:
-    if not conn.execute(queries.ENABLE_SINK, (destination,)).rowcount:
-        return False
-    append_event(conn, event)
-    return True
-
-
-def probe(conn: sqlite3.Connection) -> None:
-    conn.execute(queries.PROBE_WRITE, (time.time(),))
+def change_sink(
+    conn: sqlite3.Connection, sql: str, params: Sequence[object], event: NewEvent
+) -> bool:
+    """A sink's state changed by ``sql`` with its operational event, or nothing written
+    (False) when ``sql`` changed nothing."""
+    changed = conn.execute(sql, params).rowcount > 0
+    if changed:
+        append_event(conn, event)
+    return changed
 
 
 def merge_work_classes(

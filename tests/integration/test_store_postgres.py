@@ -20,8 +20,8 @@ import pytest
 from orchestrator.errors import StoreError
 from orchestrator.store import DisabledSink, PostgresStore, ReplaySpan
 from orchestrator.store import pg_queries as q
-from orchestrator.store import pg_writes as writes
 from orchestrator.store.pg_pool import redacted, store_error
+from orchestrator.store.postgres import poll_rows
 from orchestrator.store.schema import numbered_migrations
 from tests.unit.test_store_contract import add, event, finish, new, poll, sink_event
 
@@ -354,7 +354,7 @@ async def test_bulk_lease_statements_join_the_table_by_key_only(
     a = await replicas("a")
     await a.create_trackings([new(i) for i in range(3000)])
     ids, tokens = a.book.arrays()
-    rows = [writes._poll_row(poll(t, 1), a.book.tokens[t]) for t in ids]
+    rows = poll_rows([poll(t, 1) for t in ids], a.book.tokens)
     polls = [list(column) for column in zip(*rows, strict=True)]
     conn = await asyncpg.connect(a.dsn)
     try:
