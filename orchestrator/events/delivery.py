@@ -22,12 +22,15 @@ from orchestrator.aio import wait_event
 from orchestrator.clock import Clock, iso
 from orchestrator.config import EventsConfig
 from orchestrator.errors import ConfigError, StoreUnavailable
-from orchestrator.events.attempt import send_attempt
+from orchestrator.events.attempt import (
+    Decision,
+    Destination,
+    RetryPolicy,
+    secret_key,
+    send_attempt,
+)
 from orchestrator.events.bus import EventBus
 from orchestrator.events.cloudevents import CALLBACK, EventFactory, sink_destination
-from orchestrator.events.destination import Destination
-from orchestrator.events.policy import Decision, RetryPolicy
-from orchestrator.events.signing import secret_key
 from orchestrator.events.sinkstate import SinkStates
 from orchestrator.metrics import DELIVERY_RESULTS, Metrics
 from orchestrator.store.base import Delivery, Store
@@ -75,28 +78,13 @@ class DeliveryService:
         self._side_tasks: list[asyncio.Task[None]] = []
         self._dests: dict[str, Destination] = {}
         for sink in events.sinks:
-            env = sink.secret_env
-            raw = secrets.get(sink_destination(sink.name)) if secrets is not None else None
-            if secrets is None and env:
-                raw = os.environ.get(env)
-            dest = self._add(
-                sink_destination(sink.name),
-                sink.name,
-                sink.url,
-                sink.max_in_flight,
-                sink.max_age_s,
-                _key(raw, env or sink_destination(sink.name), sink.name),
-            )
+            key = sink_destination(sink.name)
+            secret = _key(secrets, key, sink.secret_env, sink.name)
+            dest = self._add(key, sink.name, sink.url, sink.max_in_flight, sink.max_age_s, secret)
             dest.binary = sink.mode == "binary"
-        env = events.callback_secret_env
-        raw = secrets.get(CALLBACK) if secrets is not None else os.environ.get(env)
+        secret = _key(secrets, CALLBACK, events.callback_secret_env, CALLBACK)
         self._add(
-            CALLBACK,
-            CALLBACK,
-            None,
-            CALLBACK_MAX_IN_FLIGHT,
-            events.callback_max_age_s,
-            _key(raw, env, CALLBACK),
+            CALLBACK, CALLBACK, None, CALLBACK_MAX_IN_FLIGHT, events.callback_max_age_s, secret
         )
         self._states = SinkStates(store, EventFactory(events), metrics, bus, self._dests)
 
@@ -357,9 +345,12 @@ class DeliveryService:
         return await self._states.enable(name, self._clock.now())
 
 
-def _key(raw: str | None, source: str, label: str) -> bytes | None:
+def _key(secrets: Mapping[str, str] | None, dest: str, env: str | None, label: str) -> bytes | None:
+    """The destination's signing key: from ``secrets`` when given, else from ``env``."""
+    raw = secrets.get(dest) if secrets is not None else (os.environ.get(env) if env else None)
     if not raw:
         return None
+    source = env or dest
     try:
         key = secret_key(raw)
     except ValueError as exc:

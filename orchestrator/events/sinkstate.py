@@ -16,6 +16,7 @@ import logging
 from collections.abc import Mapping
 
 from orchestrator.errors import StoreError, StoreUnavailable
+from orchestrator.events.attempt import Destination
 from orchestrator.events.bus import EventBus
 from orchestrator.events.cloudevents import (
     SINK_DISABLED,
@@ -23,7 +24,6 @@ from orchestrator.events.cloudevents import (
     EventFactory,
     sink_destination,
 )
-from orchestrator.events.destination import Destination
 from orchestrator.metrics import Metrics
 from orchestrator.store.base import DisabledSink, NewEvent, Store
 

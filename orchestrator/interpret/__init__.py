@@ -3,12 +3,12 @@
 Every function here is pure (no I/O, no clock), so each can be tested exhaustively.
 """
 
-from orchestrator.interpret.enums import fallback_enums, resolve_enums
-from orchestrator.interpret.extract import (
+from orchestrator.interpret._read import (
     extract_polling_url,
     extract_remote_id,
     polling_url_matches,
 )
+from orchestrator.interpret.enums import fallback_enums, resolve_enums
 from orchestrator.interpret.interpreter import interpret, missing_evidence
 from orchestrator.interpret.verdict import TERMINAL_PHASES, EnumMap, Phase, Verdict
 

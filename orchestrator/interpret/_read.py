@@ -1,15 +1,24 @@
 """Tolerant readers for untrusted JSON values: each returns None instead of raising.
 
-Moltaro bodies arrive PascalCase or camelCase, with enums as integers or names and
-``null`` wherever a value may be missing, so every read goes through these.
+Moltaro bodies (status models and the administrative lists alike) arrive
+PascalCase or camelCase, with enums as integers or names and ``null`` wherever a
+value may be missing, so every read goes through these.
+
+Intake's reading of the raw body Moltaro returned on enqueue or build submission
+is here too. The polling URL in such a body is input, so it is never followed:
+it is only checked against the route the workspace's configuration already
+names. The check is deliberately narrower than URL equivalence: anything a
+legitimate Moltaro ``StatusUrl`` would not contain (percent-escapes, queries,
+fragments, userinfo, backslashes) is refused rather than normalised.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import SplitResult, urlsplit
 
 from orchestrator.clock import parse_iso
 
@@ -19,6 +28,14 @@ _INT64_MAX = 2**63 - 1
 _INT_TEXT = re.compile(r"-?[0-9]{1,18}")
 _MAX_DEPTH = 64
 _LABEL_MAX = 64
+TERMINAL_JOB = ("Completed", "Failed", "Cancelled")
+_ID_FIELDS = ("JobId", "Id")
+_URL_FIELDS = ("StatusUrl", "PollingUrl", "Url", "Location")
+_REMOTE_ID = re.compile(r"[A-Za-z0-9._:-]{1,200}")
+# Every character a route, an id, a host, an IP literal or a port can need; '%',
+# '?', '#', '@', '\' and whitespace are absent on purpose.
+_URL_CHARS = re.compile(r"[A-Za-z0-9._~:/\[\]-]{1,2048}")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def get_ci(obj: Any, name: str) -> Any:
@@ -42,6 +59,20 @@ def as_mapping(value: Any) -> Mapping[str, Any] | None:
     return value if isinstance(value, Mapping) else None
 
 
+def model_of(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The status model: the body itself, or its ``Data`` when it is an envelope."""
+    if get_ci(body, "Status") is None:
+        data = get_ci(body, "Data")
+        if isinstance(data, Mapping):
+            return data
+    return body
+
+
+def whole(value: Any) -> int | None:
+    """An integer as received (bools are not integers)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def as_int(value: Any) -> int | None:
     """A 64-bit integer from an int, an integral float or a decimal string; bools are not ints."""
     if isinstance(value, bool):
@@ -55,6 +86,14 @@ def as_int(value: Any) -> int | None:
     if isinstance(value, str) and _INT_TEXT.fullmatch(value):
         return int(value)
     return None
+
+
+def as_id(value: Any) -> str | None:
+    """An id as received: a string, or a 64-bit integer as its decimal text."""
+    if isinstance(value, str):
+        return value
+    number = as_int(value) if isinstance(value, int) else None
+    return None if number is None else str(number)
 
 
 def as_number(value: Any) -> float | int | None:
@@ -79,6 +118,75 @@ def as_text(value: Any) -> str | None:
 
 def as_bool(value: Any) -> bool | None:
     return value if isinstance(value, bool) else None
+
+
+def text(row: Any, name: str) -> str | None:
+    """A non-empty string member of a row."""
+    value = get_ci(row, name)
+    return value if isinstance(value, str) and value != "" else None
+
+
+def list_items(body: Any) -> list[Mapping[str, Any]] | None:
+    """The rows of an ``{"Items": [...], "Total": N}`` page (or of a bare list).
+
+    None when the body is neither; rows that are not objects are dropped.
+    """
+    items = body if isinstance(body, list) else get_ci(body, "Items")
+    if not isinstance(items, list):
+        return None
+    return [row for row in items if isinstance(row, Mapping)]
+
+
+def enum_name(raw: Any, values: Mapping[int, str]) -> str | None:
+    """The name of an enum value that arrived as an integer or as a name.
+
+    A name is matched case-insensitively against the known names and returned
+    in their spelling; an unknown name is returned as it came (the wire may know
+    more members than the document); an unknown integer is None.
+    """
+    if isinstance(raw, str) and not raw.strip().lstrip("-").isdigit():
+        folded = raw.strip().lower()
+        for name in values.values():
+            if name.lower() == folded:
+                return name
+        return raw.strip() or None
+    number = as_int(raw)
+    return values.get(number) if number is not None else None
+
+
+def latest_run(runs: Sequence[Mapping[str, Any]], job: Any = None) -> Mapping[str, Any] | None:
+    """The run of the highest Attempt (then the latest StartedAt), else the job's own ``Run``."""
+    if runs:
+        return max(runs, key=_run_order)
+    embedded = get_ci(job, "Run")
+    return embedded if isinstance(embedded, Mapping) else None
+
+
+def _run_order(run: Mapping[str, Any]) -> tuple[int, str]:
+    attempt = whole(get_ci(run, "Attempt"))
+    return (-1 if attempt is None else attempt, text(run, "StartedAt") or "")
+
+
+def run_fields(
+    run: Any, run_status: Mapping[int, str], status_key: str = "run_status"
+) -> dict[str, Any]:
+    """A run row as results and occurrences carry it (every field None without a run)."""
+    status = enum_name(get_ci(run, "Status"), run_status)
+    attempt = get_ci(run, "Attempt")
+    # The documented orders: an occurrence's run_status before attempt, an attempt's after.
+    first, second = (status_key, status), ("attempt", attempt)
+    if status_key == "status":
+        first, second = second, first
+    return {
+        "run_id": text(run, "RunId"),
+        first[0]: first[1],
+        second[0]: second[1],
+        "started_at": text(run, "StartedAt"),
+        "completed_at": text(run, "CompletedAt"),
+        "duration_ms": get_ci(run, "DurationMs"),
+        "result_summary": text(run, "ResultSummary"),
+        "error_summary": text(run, "ErrorSummary"),
+    }
 
 
 def as_timestamp(value: Any) -> float | None:
@@ -135,3 +243,89 @@ def json_safe(value: Any, depth: int = 0) -> Any:
     if isinstance(value, list | tuple):
         return [json_safe(v, depth + 1) for v in value]
     return None
+
+
+def extract_remote_id(enqueue_response: Any) -> str | None:
+    """The id in ``JobId`` or else ``Id``, top level or under ``Data``, case-insensitively.
+
+    The value is returned as received (an integer as its decimal text); intake
+    validates its form.
+    """
+    top = as_mapping(enqueue_response)
+    if top is None:
+        return None
+    data = as_mapping(get_ci(top, "Data"))
+    for name in _ID_FIELDS:
+        for level in (top, data):
+            value = as_id(get_ci(level, name))
+            if value:
+                return value
+    return None
+
+
+def extract_polling_url(enqueue_response: Any) -> str | None:
+    """The first of ``StatusUrl``, ``PollingUrl``, ``Url``, ``Location`` (top level, then Data)."""
+    top = as_mapping(enqueue_response)
+    if top is None:
+        return None
+    data = as_mapping(get_ci(top, "Data"))
+    for name in _URL_FIELDS:
+        for level in (top, data):
+            value = get_ci(level, name)
+            if isinstance(value, str) and value.strip():
+                return value
+    return None
+
+
+def polling_url_matches(url: str, base_url: str, route_template: str, remote_id: str) -> bool:
+    """True only when ``url`` names exactly the configured route for ``remote_id``.
+
+    ``url`` is either a path starting with a single ``/`` or an absolute URL with
+    the base URL's scheme, host and port (default ports included) and no userinfo;
+    either way its path must equal the base URL's path followed by the route with
+    ``{id}`` replaced. Never raises.
+    """
+    try:
+        return _matches(url, base_url, route_template, remote_id)
+    except (ValueError, TypeError):
+        return False
+
+
+def _matches(url: Any, base_url: Any, route_template: Any, remote_id: Any) -> bool:
+    if not all(isinstance(v, str) for v in (url, base_url, route_template, remote_id)):
+        return False
+    if not _REMOTE_ID.fullmatch(remote_id) or not remote_id.strip("."):
+        return False
+    if not route_template.startswith("/") or route_template.count("{id}") != 1:
+        return False
+    if not _URL_CHARS.fullmatch(url):
+        return False
+    base = urlsplit(base_url)
+    if not _plain_origin(base) or "@" in base.netloc:
+        return False
+    expected = base.path.rstrip("/") + route_template.replace("{id}", remote_id)
+    if any(segment in (".", "..") for segment in expected.split("/")):
+        return False
+    if url.startswith("/"):
+        return not url.startswith("//") and url == expected
+    target = urlsplit(url)
+    if not _plain_origin(target) or target.scheme.lower() != base.scheme.lower():
+        return False
+    if target.hostname != base.hostname or _port(target) != _port(base):
+        return False
+    return bool(target.path == expected)
+
+
+def _plain_origin(parts: SplitResult) -> bool:
+    return (
+        parts.scheme.lower() in _DEFAULT_PORTS
+        and bool(parts.hostname)
+        and not parts.query
+        and not parts.fragment
+    )
+
+
+def _port(parts: SplitResult) -> int:
+    # .port raises ValueError for a non-numeric or out-of-range port: caught above.
+    port = parts.port
+    return port if port is not None else _DEFAULT_PORTS[parts.scheme.lower()]

@@ -5,16 +5,20 @@ follow the GET 200 response schema through ``$ref`` and ``allOf``/``oneOf``/
 ``anyOf`` into its properties, and pair each integer ``enum`` with its
 ``x-enum-varnames``. Only the route's own schema is walked, so look-alike enums
 elsewhere in the document never leak in. The platform documentation's printed
-values are the fallback when no document can be had.
+values are the fallback when no document can be had. The catalog's enums
+(``resolve_platform_enums``) are found the same way, through the list route
+that serves each, with the same documented fallback (``source: "fallback"``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
 from orchestrator.errors import EnumResolutionError
+from orchestrator.interpret._read import get_ci
 from orchestrator.interpret.verdict import EnumMap
 from orchestrator.vocabulary import STATUS_KINDS, Kind
 
@@ -34,6 +38,30 @@ _FALLBACK: dict[str, dict[str, dict[int, str]]] = {
         "status": dict(enumerate(BUILD_STATUSES)),
         "kind": {0: "Check", 1: "Build"},
     },
+}
+
+CONTRACT = "BusinessFunctionContract"
+PUBLICATION_KIND = "BusinessFunctionApiPublicationKind"
+BINDING_SOURCE = "BusinessFunctionBindingSource"
+# The catalog enums' values the platform documentation prints for the current contract.
+CATALOG_DOCUMENTED: dict[str, dict[int, str]] = {
+    CONTRACT: {
+        0: "Validation",
+        1: "BeforeSaveMutation",
+        2: "Action",
+        3: "Job",
+        5: "TriggerHandler",
+        6: "HttpEndpoint",
+        7: "Command",
+    },
+    PUBLICATION_KIND: {0: "Command", 1: "Enqueue"},
+    BINDING_SOURCE: {0: "EntitySave", 1: "EntityTrigger"},
+}
+# Which route (a WorkspacePaths key) and which row property carries each catalog enum.
+CATALOG_WHERE: dict[str, tuple[str, str]] = {
+    CONTRACT: ("function_catalog", "CurrentPublishedContract"),
+    PUBLICATION_KIND: ("api_functions", "Kind"),
+    BINDING_SOURCE: ("binding_summaries", "Source"),
 }
 
 _COMBINATORS = ("allOf", "oneOf", "anyOf")
@@ -65,17 +93,7 @@ def resolve_enums(document: Any, route_template: str) -> EnumMap:
     Raises EnumResolutionError when the document has no such route, the route has
     no 200 schema, or no enum is found for ``status``.
     """
-    if not isinstance(document, Mapping):
-        raise EnumResolutionError("OpenAPI document is not a JSON object")
-    item = _deref(document, _find_path(document, route_template))
-    operation = _get_ci(item, "get")
-    if not isinstance(operation, Mapping):
-        raise EnumResolutionError(f"OpenAPI document has no GET operation for {route_template}")
-    schema = _success_schema(document, operation)
-    if schema is None:
-        raise EnumResolutionError(
-            f"OpenAPI document has no 200 response schema for GET {route_template}"
-        )
+    schema = _route_schema(document, route_template)
     walker = _Walker(document)
     walker.collect(walker.strip_envelope(schema), "", frozenset(), 0)
     if "status" not in walker.found:
@@ -83,6 +101,21 @@ def resolve_enums(document: Any, route_template: str) -> EnumMap:
             f"OpenAPI schema of GET {route_template} has no enum with x-enum-varnames for Status"
         )
     return EnumMap(values=walker.found, source="openapi")
+
+
+def _route_schema(document: Any, route_template: str) -> Any:
+    """The GET 200 response schema of the route; EnumResolutionError when there is none."""
+    if not isinstance(document, Mapping):
+        raise EnumResolutionError("OpenAPI document is not a JSON object")
+    operation = get_ci(_deref(document, _find_path(document, route_template)), "get")
+    if not isinstance(operation, Mapping):
+        raise EnumResolutionError(f"OpenAPI document has no GET operation for {route_template}")
+    schema = _success_schema(document, operation)
+    if schema is None:
+        raise EnumResolutionError(
+            f"OpenAPI document has no 200 response schema for GET {route_template}"
+        )
+    return schema
 
 
 def _find_path(document: Mapping[str, Any], route_template: str) -> Any:
@@ -177,16 +210,26 @@ def _pick_media(content: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return with_schema[0][1] if with_schema else None
 
 
-def _deref(document: Mapping[str, Any], node: Any) -> Any:
+def _deref(document: Mapping[str, Any], node: Any) -> Mapping[str, Any] | None:
     """Follow a chain of local ``$ref``s; None on a cycle or a reference that goes nowhere."""
-    seen: set[str] = set()
-    while isinstance(node, Mapping) and isinstance(node.get("$ref"), str):
-        ref = node["$ref"]
-        if ref in seen:
-            return None
-        seen.add(ref)
-        node = _pointer(document, ref)
-    return node
+    return _resolve(document, node, frozenset())[0]
+
+
+def _resolve(
+    document: Mapping[str, Any], schema: Any, active: frozenset[str]
+) -> tuple[Mapping[str, Any] | None, frozenset[str]]:
+    """The schema behind a chain of refs, and the refs now being expanded.
+
+    ``active`` holds only the refs on the current path from the root, so one
+    enum schema shared by two properties is still read at both paths.
+    """
+    while isinstance(schema, Mapping) and isinstance(schema.get("$ref"), str):
+        ref = schema["$ref"]
+        if ref in active:
+            return None, active
+        active = active | {ref}
+        schema = _pointer(document, ref)
+    return (schema if isinstance(schema, Mapping) else None), active
 
 
 def _pointer(document: Mapping[str, Any], ref: str) -> Any:
@@ -205,17 +248,6 @@ def _pointer(document: Mapping[str, Any], ref: str) -> Any:
     return node
 
 
-def _get_ci(node: Any, name: str) -> Any:
-    if not isinstance(node, Mapping):
-        return None
-    if name in node:
-        return node[name]
-    for key, value in node.items():
-        if isinstance(key, str) and key.lower() == name:
-            return value
-    return None
-
-
 class _Walker:
     """Collects enums from one schema tree, guarded against cycles and blow-up."""
 
@@ -224,25 +256,9 @@ class _Walker:
         self.found: dict[str, dict[int, str]] = {}
         self.budget = _MAX_NODES
 
-    def resolve(
-        self, schema: Any, active: frozenset[str]
-    ) -> tuple[Mapping[str, Any] | None, frozenset[str]]:
-        """The schema behind a chain of refs, and the refs now being expanded.
-
-        ``active`` holds only the refs on the current path from the root, so one
-        enum schema shared by two properties is still read at both paths.
-        """
-        while isinstance(schema, Mapping) and isinstance(schema.get("$ref"), str):
-            ref = schema["$ref"]
-            if ref in active:
-                return None, active
-            active = active | {ref}
-            schema = _pointer(self.document, ref)
-        return (schema if isinstance(schema, Mapping) else None), active
-
     def properties(self, schema: Any, active: frozenset[str], depth: int) -> dict[str, Any]:
         """Property schemas by lower-cased name, merged through refs and combinators."""
-        node, active = self.resolve(schema, active)
+        node, active = _resolve(self.document, schema, active)
         merged: dict[str, Any] = {}
         if node is None or depth > _MAX_DEPTH:
             return merged
@@ -270,7 +286,7 @@ class _Walker:
         if self.budget <= 0 or depth > _MAX_DEPTH:
             return
         self.budget -= 1
-        node, active = self.resolve(schema, active)
+        node, active = _resolve(self.document, schema, active)
         if node is None:
             return
         values = _enum_values(node)
@@ -314,3 +330,71 @@ def _enum_values(node: Mapping[str, Any]) -> dict[int, str] | None:
             return None
         result.setdefault(value, name.strip())
     return result or None
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformEnum:
+    name: str
+    values: Mapping[int, str]
+    source: Literal["openapi", "fallback"]
+    reason: str | None = None  # why the fallback is in force
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "source": self.source,
+            "values": {name: value for value, name in sorted(self.values.items())},
+        }
+        if self.reason is not None:
+            out["fallback_reason"] = self.reason
+        return out
+
+
+def catalog_fallback(name: str, reason: str) -> PlatformEnum:
+    return PlatformEnum(name, dict(CATALOG_DOCUMENTED[name]), "fallback", reason)
+
+
+def resolve_platform_enums(
+    document: Any, routes: Mapping[str, str], unavailable: str | None = None
+) -> dict[str, PlatformEnum]:
+    """Every catalog enum, from ``document`` (None when it could not be had).
+
+    ``routes`` maps WorkspacePaths keys to the configured templates;
+    ``unavailable`` says why there is no document.
+    """
+    out: dict[str, PlatformEnum] = {}
+    for name, (route_key, prop) in CATALOG_WHERE.items():
+        if document is None:
+            out[name] = catalog_fallback(name, unavailable or "OpenAPI document unavailable")
+            continue
+        try:
+            values = route_property_enum(document, routes[route_key], prop)
+        except EnumResolutionError as exc:
+            out[name] = catalog_fallback(name, str(exc))
+            continue
+        out[name] = PlatformEnum(name, values, "openapi")
+    return out
+
+
+def route_property_enum(document: Any, route_template: str, prop: str) -> dict[int, str]:
+    """The enum of one property of a GET route's rows (a page's Items, or the model).
+
+    Raises EnumResolutionError when the route, its 200 schema, the property or
+    an enum with ``x-enum-varnames`` for it is missing.
+    """
+    schema = _route_schema(document, route_template)
+    walker = _Walker(document)
+    props = walker.properties(schema, frozenset(), 0)
+    if prop.lower() not in props and "items" in props:
+        page_items = _deref(document, props["items"])
+        if page_items is not None and page_items.get("items") is not None:
+            props = walker.properties(page_items["items"], frozenset(), 0)
+    target = props.get(prop.lower())
+    if target is None:
+        raise EnumResolutionError(f"GET {route_template} rows have no property {prop}")
+    walker.collect(target, "value", frozenset(), 0)
+    values = walker.found.get("value")
+    if not values:
+        raise EnumResolutionError(
+            f"{prop} of GET {route_template} has no enum with x-enum-varnames"
+        )
+    return dict(values)

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.errors import EnumResolutionError
-from orchestrator.interpret.enums import _deref, _find_path, _get_ci
+from orchestrator.interpret._read import get_ci
+from orchestrator.interpret.enums import _deref, _find_path
 
 # Our filter -> the name the platform documentation gives it (CONTRACT section 8).
 DOCUMENTED: dict[str, str] = {
@@ -140,12 +141,12 @@ def resolve_filter_names(document: Any, routes: Mapping[str, str]) -> FilterName
 
 def _declared(document: Mapping[str, Any], template: str) -> dict[str, str]:
     item = _deref(document, _find_path(document, template))
-    get = _get_ci(item, "get")
+    get = get_ci(item, "get")
     if not isinstance(get, Mapping):
         raise EnumResolutionError(f"OpenAPI document has no GET operation for {template}")
     params: list[Any] = []
     for node in (item, get):
-        listed = _get_ci(node, "parameters")
+        listed = get_ci(node, "parameters")
         if isinstance(listed, list):
             params.extend(listed)
     found: dict[str, str] = {}

@@ -9,6 +9,11 @@ Anomaly reasons (bounded, used as a metric label):
 ``unknown_kind``, ``not_an_object``, ``missing_status``, ``invalid_status`` and
 ``uninterpretable`` (INVALID: not a status body); ``unknown_status``,
 ``completed_without_evidence`` and ``run_status_unresolved`` (ANOMALY).
+
+``job_budget`` reads a function job's time budget from its body (CONTRACT
+section 3): a job tracked without the caller's deadline gets one from the job
+itself. ``TimeoutSeconds`` belongs to the job (null: the workspace's runtime
+default); every attempt may take it, and a retry waits ``RetryDelaySeconds`` first.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any, Literal
 from orchestrator.clock import iso
 from orchestrator.interpret._read import (
     as_bool,
+    as_id,
     as_int,
     as_mapping,
     as_number,
@@ -29,6 +35,7 @@ from orchestrator.interpret._read import (
     get_ci,
     json_safe,
     label,
+    model_of,
 )
 from orchestrator.interpret.enums import (
     BUILD_STATUSES,
@@ -48,6 +55,7 @@ _BUILD_PHASES = {
     "Cancelled": Phase.CANCELLED,
 }
 _SUCCESS_RUN_STATUSES = frozenset({"Success", "Skipped"})
+_MAX_ATTEMPTS = 1000  # beyond this a body's EffectiveMaxAttempts is not believed
 _KINDS = frozenset(STATUS_KINDS)
 
 
@@ -66,11 +74,7 @@ def _interpret(kind: str, body: Any, enums: EnumMap) -> Verdict:
         return _invalid("unknown_kind", kind)
     if not isinstance(body, Mapping):
         return _invalid("not_an_object", kind)
-    model = body
-    if get_ci(body, "Status") is None:
-        data = as_mapping(get_ci(body, "Data"))
-        if data is not None:
-            model = data
+    model = model_of(body)
     raw = get_ci(model, "Status")
     if raw is None:
         return _invalid("missing_status", kind)
@@ -113,7 +117,7 @@ def _job(model: Mapping[str, Any], status: str, enums: EnumMap) -> Verdict:
     anomaly: str | None = None
     result: dict[str, Any] | None = None
     if status == "Completed":
-        missing = _missing_evidence(run, run_status, run_outcome)
+        missing = missing_evidence(run, run_status if run_outcome == "ok" else None)
         if run_outcome == "unresolved":
             phase, anomaly = Phase.ANOMALY, "run_status_unresolved"
             details["raw_run_status"] = label(run_raw)
@@ -123,7 +127,7 @@ def _job(model: Mapping[str, Any], status: str, enums: EnumMap) -> Verdict:
             phase = Phase.SUCCEEDED
             result = {
                 "remote_status": status,
-                "run_id": _id(get_ci(run, "RunId")),
+                "run_id": as_id(get_ci(run, "RunId")),
                 "run_status": run_status,
                 "attempt": attempt,
                 "result_summary": as_str(get_ci(run, "ResultSummary")),
@@ -137,8 +141,8 @@ def _job(model: Mapping[str, Any], status: str, enums: EnumMap) -> Verdict:
         phase = Phase.FAILED
         result = {
             "remote_status": status,
-            "last_error": _text_or_none(get_ci(model, "LastError")),
-            "error_summary": _text_or_none(get_ci(run, "ErrorSummary")),
+            "last_error": as_str(get_ci(model, "LastError")),
+            "error_summary": as_str(get_ci(run, "ErrorSummary")),
             "run_status": run_status,
             "attempt": attempt,
             "will_retry": as_bool(get_ci(model, "WillRetry")),
@@ -148,7 +152,7 @@ def _job(model: Mapping[str, Any], status: str, enums: EnumMap) -> Verdict:
         result = {
             "remote_status": status,
             "cancellation_reason_code": as_str(get_ci(model, "CancellationReasonCode")),
-            "last_error": _text_or_none(get_ci(model, "LastError")),
+            "last_error": as_str(get_ci(model, "LastError")),
             "attempt": attempt,
         }
 
@@ -158,7 +162,7 @@ def _job(model: Mapping[str, Any], status: str, enums: EnumMap) -> Verdict:
         phase.value,
         anomaly or "",
         label(attempt),
-        label(_id(get_ci(run, "RunId"))),
+        label(as_id(get_ci(run, "RunId"))),
         run_status or label(run_raw),
         label(next_run_at) if next_run_at is not None else label(next_run_raw),
         _folded(get_ci(model, "RetryStopState")),
@@ -176,12 +180,6 @@ def _job(model: Mapping[str, Any], status: str, enums: EnumMap) -> Verdict:
         anomaly=anomaly,
         details=details,
     )
-
-
-def _missing_evidence(
-    run: Mapping[str, Any] | None, run_status: str | None, run_outcome: _Outcome
-) -> list[str]:
-    return missing_evidence(run, run_status if run_outcome == "ok" else None)
 
 
 def missing_evidence(run: Mapping[str, Any] | None, run_status: str | None) -> list[str]:
@@ -217,7 +215,7 @@ def _build(kind: str, model: Mapping[str, Any], status: str, enums: EnumMap) -> 
     if build_kind not in BUILD_CLASSES:
         build_kind = None
     phase = _BUILD_PHASES[status]
-    artifact_id = _id(get_ci(model, "ArtifactId"))
+    artifact_id = as_id(get_ci(model, "ArtifactId"))
     failure = _failure(get_ci(model, "Failure"))
     details: dict[str, Any] = {"kind": kind, "build_kind": build_kind, "enum_source": enums.source}
     if build_kind is None and kind_raw is not None:
@@ -227,7 +225,7 @@ def _build(kind: str, model: Mapping[str, Any], status: str, enums: EnumMap) -> 
     if phase is not Phase.PENDING:
         result = {"remote_status": status, "build_kind": build_kind, "artifact_id": artifact_id}
         if phase is not Phase.SUCCEEDED:
-            result["error_summary"] = _text_or_none(get_ci(model, "ErrorSummary"))
+            result["error_summary"] = as_str(get_ci(model, "ErrorSummary"))
         if phase is Phase.FAILED:
             result["failure"] = failure
             if failure is not None:
@@ -305,19 +303,6 @@ def _canonical(name: str, documented: tuple[str, ...]) -> str | None:
     return None
 
 
-def _id(raw: Any) -> str | None:
-    if isinstance(raw, str):
-        return raw
-    if isinstance(raw, int) and not isinstance(raw, bool):
-        number = as_int(raw)
-        return str(number) if number is not None else None
-    return None
-
-
-def _text_or_none(raw: Any) -> str | None:
-    return raw if isinstance(raw, str) else None
-
-
 def _folded(raw: Any) -> str:
     return label(raw).casefold() if isinstance(raw, str) else label(raw)
 
@@ -335,3 +320,28 @@ def _invalid(reason: str, kind: str, **details: Any) -> Verdict:
         anomaly=reason,
         details={"kind": label(kind), **details},
     )
+
+
+def job_budget(body: Any, default_timeout_s: float) -> float | None:
+    """TimeoutSeconds x EffectiveMaxAttempts + RetryDelaySeconds x (attempts - 1).
+
+    None when the body does not show the attempts (or, with retries, their
+    delay): the tracking then keeps its default deadline rather than guess.
+    """
+    model = as_mapping(body)
+    if model is not None and get_ci(model, "Status") is None:
+        model = as_mapping(get_ci(model, "Data")) or model
+    if not isinstance(model, Mapping):
+        return None
+    attempts = as_int(get_ci(model, "EffectiveMaxAttempts"))
+    if attempts is None or not 1 <= attempts <= _MAX_ATTEMPTS:
+        return None
+    timeout = as_number(get_ci(model, "TimeoutSeconds"))
+    if timeout is None or timeout <= 0:
+        timeout = default_timeout_s
+    delay = as_number(get_ci(model, "RetryDelaySeconds"))
+    if delay is None or delay < 0:
+        if attempts > 1:
+            return None
+        delay = 0
+    return float(timeout * attempts + delay * (attempts - 1))

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 from orchestrator.interpret import Phase
 
 if TYPE_CHECKING:
     from orchestrator.store.base import Tracking
     from orchestrator.workspace.client import WorkspaceClient
+    from orchestrator.workspace.readresult import ReadResult
 
 
 class PollTarget(Protocol):
@@ -106,6 +107,20 @@ class Judgement:
     class_work: Sequence[WorkSeen] = ()
 
 
+def judged_reads(
+    label: str, reads: Sequence[ReadResult], trouble: ReadResult | None, **more: Any
+) -> Judgement:
+    """A poll's Judgement as its ``reads`` make it (``trouble``: the read that failed it)."""
+    return Judgement(
+        label if trouble is None else trouble.result,
+        [(r.result, r.duration) for r in reads],
+        bool(reads) and all(r.answered for r in reads),
+        max((r.retry_after for r in reads if r.retry_after), default=None),
+        None if trouble is None else trouble.error,
+        **more,
+    )
+
+
 class KindHandler(Protocol):
     def adopt(self, t: Tracking, client: WorkspaceClient) -> Adopted:
         """Take over a tracking (new or resumed) from what the store holds."""
@@ -119,5 +134,8 @@ class KindHandler(Protocol):
     async def conclude(
         self, target: PollTarget, client: WorkspaceClient, judgement: Judgement
     ) -> JsonObject | None:
-        """The terminal result, with whatever side reads it needs (never changes the outcome)."""
-        ...
+        """The terminal result, with whatever side reads it needs (never changes the outcome).
+
+        By default the poll's own result: a handler that subclasses this needs no side reads.
+        """
+        return judgement.result

@@ -11,12 +11,12 @@ gives the job's outcome. The tracking ends when every expected job has ended.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from orchestrator.interpret import Phase
-from orchestrator.kinds.base import Adopted, Judgement, PollTarget
+from orchestrator.interpret import TERMINAL_PHASES
+from orchestrator.interpret._read import TERMINAL_JOB, get_ci, text
+from orchestrator.kinds.base import Adopted, Judgement, KindHandler, PollTarget, judged_reads
 from orchestrator.platform.found_jobs import (
-    TERMINAL_JOB,
     FoundJob,
     FoundState,
     adopt_rows,
@@ -26,9 +26,8 @@ from orchestrator.platform.found_jobs import (
     text_status,
     verdict,
 )
-from orchestrator.platform.operations import read_rows
-from orchestrator.platform.wire import get_ci, text
-from orchestrator.workspace.readresult import ReadResult
+from orchestrator.platform.run_history import read_rows
+from orchestrator.workspace.readresult import ReadResult, invalid
 
 if TYPE_CHECKING:
     from orchestrator.store.base import Tracking
@@ -45,12 +44,7 @@ class _FoundReads(NamedTuple):
     ignored: list[str]
 
 
-def _invalid(read: ReadResult, message: str) -> ReadResult:
-    error = {"kind": "invalid_response", "message": message}
-    return ReadResult("invalid_response", read.http_status, error=error, duration=read.duration)
-
-
-class FoundHandler:
+class FoundHandler(KindHandler):
     def __init__(self, kind: str, skew_s: float) -> None:
         self.kind = kind
         self._skew_s = skew_s  # polling.filter_skew_s, for a row stored without its since
@@ -67,7 +61,7 @@ class FoundHandler:
         state = target.kind_state if isinstance(target.kind_state, FoundState) else None
         reads: list[ReadResult] = []
         if state is None:
-            unreadable = _invalid(ReadResult("ok"), "the stored filter cannot be read")
+            unreadable = invalid(ReadResult("ok"), "the stored filter cannot be read")
             return _FoundReads(None, reads, unreadable, [])
         ignored: list[str] = []
         if state.listing:
@@ -105,7 +99,7 @@ class FoundHandler:
         if isinstance(body, Mapping) and get_ci(body, "JobId") is None:
             body = get_ci(body, "Data")  # an envelope, as on enqueue
         if not isinstance(body, Mapping):
-            return _invalid(read, f"{path}: not a job body")
+            return invalid(read, f"{path}: not a job body")
         job.body = dict(body)
         return None
 
@@ -128,15 +122,7 @@ class FoundHandler:
 
     def _judge(self, client: WorkspaceClient, found: _FoundReads) -> Judgement:
         state, reads, trouble = found.state, found.reads, found.trouble
-        retry_after = max((r.retry_after for r in reads if r.retry_after), default=None)
-        j = Judgement(
-            "ok" if trouble is None else trouble.result,
-            [(r.result, r.duration) for r in reads],
-            answered=bool(reads) and all(r.answered for r in reads),
-            retry_after=retry_after,
-            error=None if trouble is None or trouble.result == "not_found" else trouble.error,
-            not_found_reason="job_not_found",
-        )
+        j = judged_reads("ok", reads, trouble, not_found_reason="job_not_found")
         if state is None:
             return j
         judged = judge_all(state, client.enums["function_job"])
@@ -157,11 +143,6 @@ class FoundHandler:
         j.next_run_at = judged.next_run_at
         if judged.anomaly is not None:
             j.anomaly, j.anomaly_details = judged.anomaly, judged.anomaly_details
-        if judged.phase in (Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED):
+        if judged.phase in TERMINAL_PHASES:
             j.result = dict(judged.summary)
         return j
-
-    async def conclude(
-        self, target: PollTarget, client: WorkspaceClient, judgement: Judgement
-    ) -> dict[str, Any] | None:
-        return judgement.result

@@ -31,16 +31,25 @@ import orjson
 
 from orchestrator.clock import iso
 from orchestrator.interpret import Phase
-from orchestrator.kinds.base import Adopted, Judgement, PollTarget, WorkSeen, owned
+from orchestrator.interpret._read import as_timestamp, get_ci, text
+from orchestrator.kinds.base import (
+    Adopted,
+    Judgement,
+    KindHandler,
+    PollTarget,
+    WorkSeen,
+    judged_reads,
+    owned,
+)
 from orchestrator.platform.occurrences import FollowState, Scan, mark, public, scan, settle
-from orchestrator.platform.operations import read_rows
-from orchestrator.platform.wire import as_timestamp, get_ci, text
-from orchestrator.workspace.readresult import ReadResult
+from orchestrator.platform.run_history import read_rows
+from orchestrator.workspace.readresult import ReadResult, invalid
 
 if TYPE_CHECKING:
     from orchestrator.store.base import Tracking
     from orchestrator.workspace.client import WorkspaceClient
 
+_NOT_AN_OBJECT = "schedule body is not an object"
 _SCHEDULE_FIELDS = (
     "ScheduleId",
     "BusinessFunctionId",
@@ -104,15 +113,6 @@ class _ScheduleReads(NamedTuple):
     awaiting: str | None  # the job to follow to its end once stopped
 
 
-def _not_an_object(read: ReadResult) -> ReadResult:
-    return ReadResult(
-        "invalid_response",
-        read.http_status,
-        error={"kind": "invalid_response", "message": "schedule body is not an object"},
-        duration=read.duration,
-    )
-
-
 def _class_work(found: Scan, schedule: Any) -> list[WorkSeen]:
     """The newly finished job occurrences and, unless one fails closed (read by the
     backoff until its evidence comes), the running ones, each by its own FunctionKey
@@ -134,14 +134,14 @@ def _class_work(found: Scan, schedule: Any) -> list[WorkSeen]:
     return out
 
 
-class ScheduleHandler:
+class ScheduleHandler(KindHandler):
     def adopt(self, t: Tracking, client: WorkspaceClient) -> Adopted:
         remote = t.remote if isinstance(t.remote, Mapping) else {}
         follow = FollowState.from_json(remote.get("Follow"), t.created_at)
         return Adopted(state=_Followed(follow, remote.get("Schedule")))
 
     async def poll(self, target: PollTarget, client: WorkspaceClient) -> Judgement:
-        return self._judge(target, *await self._read(target, client))
+        return self._judge(target, await self._read(target, client))
 
     async def _read(self, target: PollTarget, client: WorkspaceClient) -> _ScheduleReads:
         followed = owned(target, _Followed)
@@ -150,7 +150,7 @@ class ScheduleHandler:
         reads = [sched]
         trouble = sched if sched.result not in ("ok", "not_found") else None
         if sched.result == "ok" and not isinstance(sched.body, Mapping):
-            trouble = _not_an_object(sched)
+            trouble = invalid(sched, _NOT_AN_OBJECT)
         stopped = sched.result == "not_found" or (
             trouble is None and (text(sched.body, "Status") or "").lower() == "disabled"
         )
@@ -193,7 +193,11 @@ class ScheduleHandler:
             if direct.result == "not_found":
                 awaiting = None  # nothing left to follow
             elif direct.result != "ok" or not isinstance(direct.body, Mapping):
-                return None, direct if direct.result != "ok" else _not_an_object(direct), awaiting
+                return (
+                    None,
+                    direct if direct.result != "ok" else invalid(direct, _NOT_AN_OBJECT),
+                    awaiting,
+                )
             else:
                 jobs = [*jobs, direct.body]
         runs, rread = await read_rows(client, "function_runs", query, "RunId", "StartedAt")
@@ -205,16 +209,8 @@ class ScheduleHandler:
         return scan(followed.state, jobs, runs, job_status, run_status), None, awaiting
 
     @staticmethod
-    def _judge(
-        target: PollTarget,
-        followed: _Followed,
-        sched: ReadResult,
-        found: Scan | None,
-        trouble: ReadResult | None,
-        reads: list[ReadResult],
-        stopped: bool,
-        awaiting: str | None,
-    ) -> Judgement:
+    def _judge(target: PollTarget, read: _ScheduleReads) -> Judgement:
+        followed, sched, found, trouble, reads, stopped, awaiting = read
         reported: list[tuple[Any, dict[str, Any]]] = []
         state = followed.state
         work: list[WorkSeen] = []
@@ -228,13 +224,10 @@ class ScheduleHandler:
             settle(followed.state, found)
             schedule_body = sched.body if sched.result == "ok" else followed.schedule
             work = _class_work(found, schedule_body)
-        retry_after = max((r.retry_after for r in reads if r.retry_after), default=None)
-        j = Judgement(
-            sched.result if trouble is None else trouble.result,
-            [(r.result, r.duration) for r in reads],
-            answered=all(r.answered for r in reads),
-            retry_after=retry_after,
-            error=None if trouble is None else trouble.error,
+        j = judged_reads(
+            sched.result,
+            reads,
+            trouble,
             occurrences=reported,
             not_found_reason="schedule_deleted",
             awaiting_work=found is None or followed.holding(),
@@ -271,8 +264,3 @@ class ScheduleHandler:
         j.remote = followed.remote()
         j.summary = followed.summary()
         return j
-
-    async def conclude(
-        self, target: PollTarget, client: WorkspaceClient, judgement: Judgement
-    ) -> dict[str, Any] | None:
-        return judgement.result

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.interpret import Phase, interpret
-from orchestrator.interpret.budget import job_budget
+from orchestrator.interpret import TERMINAL_PHASES, Phase, interpret
+from orchestrator.interpret.interpreter import job_budget
 from orchestrator.kinds.base import Adopted, JsonObject, Judgement, PollTarget
 from orchestrator.workspace.readresult import ReadResult
 
@@ -80,7 +80,7 @@ class StatusHandler:
     async def poll(self, target: PollTarget, client: WorkspaceClient) -> Judgement:
         found = await client.read(self.kind, target.remote_id, target.digest)
         j = judge(self.kind, found, client.enums[self.kind])
-        j.conclude = self._history is not None and j.phase in _TERMINAL
+        j.conclude = self._history is not None and j.phase in TERMINAL_PHASES
         if self.kind == "function_job" and j.phase is not None and not j.unchanged:
             j.budget_s = job_budget(found.body, client.cfg.job_timeout_default_s)
         return j
@@ -93,6 +93,3 @@ class StatusHandler:
         return await self._history.attach(
             client, target.remote_id, judgement.remote, judgement.result
         )
-
-
-_TERMINAL = (Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED)

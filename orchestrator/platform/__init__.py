@@ -5,8 +5,8 @@
 - ``discovery``: reading those inputs from a workspace.
 - ``occurrences``: a function schedule's finished occurrences from its jobs and
   runs (pure; ``kinds/schedule.py`` follows kind ``schedule`` with it).
-- ``operations``: the Function operations list routes, page by page.
-- ``run_history``: the runs (attempts) of a finished function job.
+- ``run_history``: the Function operations list routes, page by page, and the
+  runs (attempts) of a finished function job.
 - ``stop_retries``: the administrative retry-chain stop.
 - ``cli``: ``orchestrator explain FUNCTION_KEY``.
 """

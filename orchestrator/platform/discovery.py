@@ -11,9 +11,9 @@ import asyncio
 from typing import Any
 
 from orchestrator.errors import OrchestratorError
-from orchestrator.platform.enums import resolve_platform_enums
+from orchestrator.interpret._read import list_items
+from orchestrator.interpret.enums import resolve_platform_enums
 from orchestrator.platform.execution_model import CatalogSnapshot, explain
-from orchestrator.platform.wire import list_items
 from orchestrator.workspace.client import WorkspaceClient
 from orchestrator.workspace.forwarded import failure
 from orchestrator.workspace.readresult import ReadResult

@@ -15,13 +15,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.platform.enums import (
+from orchestrator.interpret._read import as_timestamp, enum_name, get_ci, text
+from orchestrator.interpret.enums import (
     BINDING_SOURCE,
     CONTRACT,
     PUBLICATION_KIND,
     PlatformEnum,
 )
-from orchestrator.platform.wire import as_timestamp, enum_name, get_ci, text
 
 Row = Mapping[str, Any]
 
@@ -84,19 +84,25 @@ SURFACES: dict[str, tuple[str, str, str]] = {
 }
 
 # Which tracking kind of ours follows each queued surface, and with which intake fields.
-TRACKING_KIND = {
-    "global_job_api": "function_job",
-    "function_schedule": "schedule",
-    "entity_trigger": "trigger_work",
-    "action": "action_work",
-}
-TRACKING_FIELDS = {
-    "global_job_api": ["remote_id"],
-    "function_schedule": ["remote_id"],
-    "entity_trigger": ["trigger_binding_id", "entity_id", "filter_correlation_id"],
-    "action": ["action_id", "entity_id", "job_id"],
+TRACKING: dict[str, tuple[str, list[str]]] = {
+    "global_job_api": ("function_job", ["remote_id"]),
+    "function_schedule": ("schedule", ["remote_id"]),
+    "entity_trigger": (
+        "trigger_work",
+        ["trigger_binding_id", "entity_id", "filter_correlation_id"],
+    ),
+    "action": ("action_work", ["action_id", "entity_id", "job_id"]),
 }
 _SAVE_CONTRACTS = ("Validation", "BeforeSaveMutation")
+# The surface a contract runs on (a Job's depends on its publication and schedules).
+_CONTRACT_SURFACE = {
+    "Validation": "entity_save",
+    "BeforeSaveMutation": "entity_save",
+    "Command": "command",
+    "HttpEndpoint": "http_endpoint",
+    "Action": "action",
+    "TriggerHandler": "entity_trigger",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,21 +323,12 @@ class _Explainer:
     ) -> list[str]:
         surfaces: list[str] = []
         kind = publication["kind"] if publication else None
-        if contract in _SAVE_CONTRACTS:
-            surfaces.append("entity_save")
-        elif contract == "Command":
-            surfaces.append("command")
-        elif contract == "HttpEndpoint":
-            surfaces.append("http_endpoint")
-        elif contract == "Action":
-            surfaces.append("action")
-        elif contract == "TriggerHandler":
-            surfaces.append("entity_trigger")
-        elif contract == "Job":
-            if kind == "Enqueue":
-                surfaces.append("global_job_api")
-            elif not schedules:
-                surfaces.append("job_unpublished")
+        if contract in _CONTRACT_SURFACE:
+            surfaces.append(_CONTRACT_SURFACE[contract])
+        elif contract == "Job" and kind == "Enqueue":
+            surfaces.append("global_job_api")
+        elif contract == "Job" and not schedules:
+            surfaces.append("job_unpublished")
         if contract == "Job" and schedules:
             surfaces.append("function_schedule")
         if "entity_trigger" not in surfaces and any(
@@ -343,12 +340,13 @@ class _Explainer:
 
 def _row(surface: str) -> dict[str, Any]:
     model, description, evidence = SURFACES[surface]
+    kind, fields = TRACKING.get(surface, (None, []))
     return {
         "surface": surface,
         "execution_model": model,
         "request_blocking": model == REQUEST_BLOCKING,
         "description": description,
         "completion_evidence": evidence,
-        "tracking_kind": TRACKING_KIND.get(surface),
-        "tracking_fields": TRACKING_FIELDS.get(surface, []),
+        "tracking_kind": kind,
+        "tracking_fields": fields,
     }

@@ -21,11 +21,17 @@ import orjson
 
 from orchestrator.clock import iso
 from orchestrator.interpret import EnumMap, Phase, Verdict, interpret
-from orchestrator.platform.wire import as_timestamp, enum_name, get_ci, text
+from orchestrator.interpret._read import (
+    as_timestamp,
+    enum_name,
+    get_ci,
+    latest_run,
+    text,
+    whole,
+)
 from orchestrator.workfilter import WorkFilter
 
 Row = Mapping[str, Any]
-TERMINAL_JOB = ("Completed", "Failed", "Cancelled")
 
 # What a matched row must show, when it shows the field at all: a list route
 # that ignored a declared filter is caught here, not believed.
@@ -79,9 +85,7 @@ class FoundState:
         since = as_timestamp(remote.get("Since"))
         if since is None and work.job_id is None:
             since = as_timestamp(work.since) if work.since is not None else default_since
-        expect = remote.get("ExpectJobs")
-        if not isinstance(expect, int) or isinstance(expect, bool) or expect < 1:
-            expect = 1
+        expect = max(whole(remote.get("ExpectJobs")) or 1, 1)
         listed = remote.get("Jobs")
         jobs = [j for j in map(FoundJob.from_json, listed or ()) if j is not None]
         if work.job_id is not None:
@@ -146,18 +150,6 @@ def adopt_rows(state: FoundState, rows: Sequence[Row]) -> list[str]:
     return ignored
 
 
-def _whole(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def latest_run(runs: Sequence[Row]) -> Row | None:
-    def order(run: Row) -> tuple[int, str]:
-        n = _whole(get_ci(run, "Attempt"))
-        return (-1 if n is None else n, text(run, "StartedAt") or "")
-
-    return max(runs, key=order) if runs else None
-
-
 def verdict(job: FoundJob, enums: EnumMap) -> Verdict:
     """The job judged as a status body, its Run the last of its runs when they were read."""
     body = job.body
@@ -180,11 +172,8 @@ def text_status(job: FoundJob, enums: EnumMap) -> str | None:
 def job_result(job: FoundJob, v: Verdict, run_status: Mapping[int, str]) -> dict[str, Any]:
     """One entry of ``result.jobs`` (CONTRACT section 8)."""
     body = job.body if isinstance(job.body, Mapping) else {}
-    run = latest_run(job.runs) if job.runs else None
-    if run is None:
-        embedded = get_ci(body, "Run")
-        run = embedded if isinstance(embedded, Mapping) else None
-    attempts = _whole(get_ci(body, "CurrentAttempt"))
+    run = latest_run(job.runs or [], body)
+    attempts = whole(get_ci(body, "CurrentAttempt"))
     if job.runs:
         attempts = max(len(job.runs), attempts or 0)
     return {

@@ -32,14 +32,22 @@ from typing import Any
 
 from orchestrator.clock import iso
 from orchestrator.interpret import missing_evidence
-from orchestrator.platform.wire import as_timestamp, enum_name, get_ci, text
+from orchestrator.interpret._read import (
+    TERMINAL_JOB,
+    as_timestamp,
+    enum_name,
+    get_ci,
+    latest_run,
+    run_fields,
+    text,
+    whole,
+)
 
 Row = Mapping[str, Any]
 
 # Occurrences may become visible slightly out of order (commit lag on the
 # workspace): the watermark trails the newest one seen by this much.
 LAG_MARGIN_S = 120.0
-TERMINAL_JOB = ("Completed", "Failed", "Cancelled")
 
 
 @dataclass(slots=True)
@@ -71,9 +79,7 @@ class FollowState:
             return cls(default_since)
         since = as_timestamp(raw.get("since"))
         reported = raw.get("reported")
-        count = raw.get("count")
         last = raw.get("last")
-        awaiting = raw.get("awaiting")
         return cls(
             since=since if since is not None else default_since,
             reported={
@@ -81,10 +87,10 @@ class FollowState:
                 for k, v in (reported.items() if isinstance(reported, Mapping) else ())
                 if isinstance(v, int | float) and not isinstance(v, bool)
             },
-            count=count if isinstance(count, int) and not isinstance(count, bool) else 0,
+            count=whole(raw.get("count")) or 0,
             last=dict(last) if isinstance(last, Mapping) else None,
             stopped=raw.get("stopped") is True,
-            awaiting=awaiting if isinstance(awaiting, str) and awaiting else None,
+            awaiting=text(raw, "awaiting"),
         )
 
 
@@ -124,45 +130,33 @@ def scan(
             runs_by_job.setdefault(job_id, []).append(run)
         elif enum_name(get_ci(run, "Status"), run_status) == "Skipped":
             skipped.append(run)
-    finished: list[tuple[float, dict[str, Any]]] = []
-    pending: list[tuple[float, dict[str, Any]]] = []
-    newest: float | None = None
     seen: set[str] = set()
     times: dict[str, JobTimes] = {}
+    found: list[tuple[float, dict[str, Any]]] = []
     for job in jobs:
         job_id = text(job, "JobId")
         if job_id is None or job_id in seen:
             continue
         seen.add(job_id)
         at = as_timestamp(get_ci(job, "CreatedAt"))
-        at = state.since if at is None else at
-        newest = at if newest is None else max(newest, at)
         occ = _job_occurrence(job, job_id, runs_by_job.get(job_id, []), job_status, run_status)
-        key = occ["key"]
-        times[key] = _times(job, occ)
-        if occ["finished"]:
-            if key not in state.reported:
-                finished.append((at, occ))
-        else:
-            pending.append((at, occ))
+        times[occ["key"]] = _times(job, occ)
+        found.append((state.since if at is None else at, occ))
     for run in skipped:
         run_id = text(run, "RunId")
         if run_id is None or f"run:{run_id}" in seen:
             continue
         seen.add(f"run:{run_id}")
         at = as_timestamp(get_ci(run, "StartedAt")) or as_timestamp(get_ci(run, "CompletedAt"))
-        at = state.since if at is None else at
-        newest = at if newest is None else max(newest, at)
-        occ = _skipped_occurrence(run, run_id)
-        if occ["key"] not in state.reported:
-            finished.append((at, occ))
-    finished.sort(key=lambda pair: (pair[0], pair[1]["key"]))
-    pending.sort(key=lambda pair: (pair[0], pair[1]["key"]))
-    for at, occ in finished + pending:
+        found.append((state.since if at is None else at, _skipped_occurrence(run, run_id)))
+    found.sort(key=lambda pair: (pair[0], pair[1]["key"]))
+    for at, occ in found:
         occ["at"] = at
-    waiting = [o for _, o in pending]
+    finished = [o for _, o in found if o["finished"] and o["key"] not in state.reported]
+    waiting = [o for _, o in found if not o["finished"]]
     anomalies = [o for o in waiting if o.get("missing_evidence")]
-    return Scan([o for _, o in finished], waiting, newest, anomalies, times)
+    newest = max((at for at, _ in found), default=None)
+    return Scan(finished, waiting, newest, anomalies, times)
 
 
 def _times(job: Row, occurrence: Mapping[str, Any]) -> JobTimes:
@@ -209,44 +203,6 @@ def public(occurrence: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _run_summary(run: Row | None, run_status: Mapping[int, str]) -> dict[str, Any]:
-    if run is None:
-        return {
-            "run_id": None,
-            "run_status": None,
-            "attempt": None,
-            "started_at": None,
-            "completed_at": None,
-            "duration_ms": None,
-            "result_summary": None,
-            "error_summary": None,
-        }
-    return {
-        "run_id": text(run, "RunId"),
-        "run_status": enum_name(get_ci(run, "Status"), run_status),
-        "attempt": get_ci(run, "Attempt"),
-        "started_at": text(run, "StartedAt"),
-        "completed_at": text(run, "CompletedAt"),
-        "duration_ms": get_ci(run, "DurationMs"),
-        "result_summary": text(run, "ResultSummary"),
-        "error_summary": text(run, "ErrorSummary"),
-    }
-
-
-def _latest_run(job: Row, runs: list[Row]) -> Row | None:
-    def attempt(run: Row) -> tuple[int, str]:
-        n = get_ci(run, "Attempt")
-        return (
-            n if isinstance(n, int) and not isinstance(n, bool) else -1,
-            text(run, "StartedAt") or "",
-        )
-
-    if runs:
-        return max(runs, key=attempt)
-    embedded = get_ci(job, "Run")
-    return embedded if isinstance(embedded, Mapping) else None
-
-
 def _job_occurrence(
     job: Row,
     job_id: str,
@@ -255,8 +211,8 @@ def _job_occurrence(
     run_status: Mapping[int, str],
 ) -> dict[str, Any]:
     status = enum_name(get_ci(job, "Status"), job_status)
-    run = _latest_run(job, runs)
-    summary = _run_summary(run, run_status)
+    run = latest_run(runs, job)
+    summary = run_fields(run, run_status)
     finished = False
     missing: list[str] = []
     if status == "Completed":
@@ -290,14 +246,8 @@ def _skipped_occurrence(run: Row, run_id: str) -> dict[str, Any]:
         "skipped": True,
         "job_id": None,
         "job_status": None,
-        "run_id": run_id,
+        **run_fields(run, {}),
         "run_status": "Skipped",
-        "attempt": get_ci(run, "Attempt"),
-        "started_at": text(run, "StartedAt"),
-        "completed_at": text(run, "CompletedAt"),
-        "duration_ms": get_ci(run, "DurationMs"),
-        "result_summary": text(run, "ResultSummary"),
-        "error_summary": text(run, "ErrorSummary"),
         "attempts": 0,
         "last_error": None,
         "cancellation_reason_code": None,

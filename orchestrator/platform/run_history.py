@@ -1,4 +1,5 @@
-"""The attempts (runs) of a finished function job, for its terminal result.
+"""Reading the Function operations list routes, and the attempts (runs) of a
+finished function job, for its terminal result.
 
 A job describes delivery and worker state; a run is one actual execution and
 its business outcome. With one attempt the status model's own ``Run`` is the
@@ -16,41 +17,78 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.platform.operations import Row, read_rows
-from orchestrator.platform.wire import enum_name, get_ci, text
+from orchestrator.interpret._read import get_ci, list_items, run_fields, text, whole
 from orchestrator.workspace.client import WorkspaceClient
-from orchestrator.workspace.readresult import ReadResult, trouble
+from orchestrator.workspace.readresult import ReadResult, invalid, trouble
 
 _KIND = "function_job"
 Attempts = tuple[list[dict[str, Any]] | None, str | None]
+Row = Mapping[str, Any]
+
+MAX_PAGES = 10
 
 
-def _attempt(run: Mapping[str, Any], run_status: Mapping[int, str]) -> dict[str, Any]:
-    return {
-        "run_id": text(run, "RunId"),
-        "attempt": get_ci(run, "Attempt"),
-        "status": enum_name(get_ci(run, "Status"), run_status),
-        "started_at": text(run, "StartedAt"),
-        "completed_at": text(run, "CompletedAt"),
-        "duration_ms": get_ci(run, "DurationMs"),
-        "result_summary": text(run, "ResultSummary"),
-        "error_summary": text(run, "ErrorSummary"),
-    }
+async def read_rows(
+    client: WorkspaceClient,
+    route: str,
+    filters: Mapping[str, str],
+    id_field: str,
+    time_field: str,
+) -> tuple[list[Row] | None, ReadResult]:
+    """Every row matching ``filters`` (at most MAX_PAGES pages), or None and the failed read.
+
+    ``route`` is ``function_jobs`` or ``function_runs``; ``filters`` are keyed by
+    our filter names (``schedule_id``, ``from``, ...) and sent under the names the
+    workspace's OpenAPI document declares (``client.filters``). The routes answer
+    newest first with a ``limit``; when ``Total`` says more matched, the next
+    page asks for rows up to (``to``) the oldest one seen. Rows are
+    de-duplicated by ``id_field`` (a page boundary repeats its instant).
+    """
+    rows: list[Row] = []
+    seen: set[str] = set()
+    upper: str | None = None
+    read = ReadResult("ok")
+    page_size = client.cfg.list_page_size
+    path = getattr(client.cfg.paths, route)
+    for _ in range(MAX_PAGES):
+        wanted = {**filters, "limit": str(page_size)}
+        if upper is not None:
+            wanted["to"] = upper
+        params = client.filters.query(route, wanted)
+        read = await client.call("GET", path, query=params)
+        if read.result != "ok":
+            return None, read
+        items = list_items(read.body)
+        if items is None:
+            return None, invalid(read, f"{path}: not a list page")
+        fresh = 0
+        for row in items:
+            key = text(row, id_field)
+            if key is not None and key in seen:
+                continue
+            if key is not None:
+                seen.add(key)
+            rows.append(row)
+            fresh += 1
+        total = get_ci(read.body, "Total")
+        if not isinstance(total, int) or len(rows) >= total or len(items) < page_size:
+            break
+        times = [t for t in (text(r, time_field) for r in items) if t is not None]
+        if not fresh or not times:
+            break
+        upper = min(times)
+    return rows, read
 
 
 def attempts_from_runs(
     job_id: str, runs: list[Mapping[str, Any]], run_status: Mapping[int, str]
 ) -> list[dict[str, Any]]:
     """This job's runs, by attempt, in the shape the result carries them."""
-    out = [_attempt(r, run_status) for r in runs if text(r, "JobId") == job_id]
+    out = [run_fields(r, run_status, "status") for r in runs if text(r, "JobId") == job_id]
     out.sort(
         key=lambda a: (a["attempt"] if isinstance(a["attempt"], int) else 0, a["started_at"] or "")
     )
     return out
-
-
-def _whole_number(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 @dataclass(slots=True)
@@ -87,10 +125,12 @@ class RunHistory:
     async def _attempts(self, client: WorkspaceClient, job_id: str, body: Any) -> Attempts:
         model = get_ci(body, "Data") if get_ci(body, "JobId") is None else body
         run_status = client.enums[_KIND].values.get("run.status", {})
-        current = _whole_number(get_ci(model, "CurrentAttempt"))
+        current = whole(get_ci(model, "CurrentAttempt"))
         if current is None or current <= 1:
             run = get_ci(model, "Run")
-            return ([_attempt(run, run_status)] if isinstance(run, Mapping) else []), None
+            return (
+                [run_fields(run, run_status, "status")] if isinstance(run, Mapping) else []
+            ), None
         function_id = text(model, "BusinessFunctionId") or text(model, "FunctionKey")
         created = text(model, "CreatedAt")
         if function_id is None or created is None:

@@ -19,14 +19,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.platform.wire import enum_name, get_ci, text
+from orchestrator.interpret._read import TERMINAL_JOB, enum_name, get_ci, model_of, text
 from orchestrator.workspace.client import WorkspaceClient
 from orchestrator.workspace.forwarded import failure, safe_problem
 from orchestrator.workspace.readresult import ReadResult
 
 STOP_REASON = "job.retry.stopRequested"
 _KIND = "function_job"
-_TERMINAL = ("Completed", "Failed", "Cancelled")
+_ALREADY = "a retry-chain stop was already accepted"
 _REMEMBERED = 10_000  # jobs whose accepted stop is remembered, the oldest forgotten first
 
 
@@ -68,14 +68,6 @@ def stop_accepted(projection: Any) -> bool:
     )
 
 
-def _model(body: Any) -> Mapping[str, Any] | None:
-    """The job's model: the body itself, or its ``Data`` when it is an envelope."""
-    if not isinstance(body, Mapping):
-        return None
-    data = get_ci(body, "Data")
-    return data if get_ci(body, "Status") is None and isinstance(data, Mapping) else body
-
-
 def _cannot_stop(projection: Mapping[str, Any] | None, status: str | None) -> StopAnswer | None:
     """A 409 when the projection says the chain cannot be stopped now (no request)."""
     if projection is None or get_ci(projection, "CanStopRetries") is not False:
@@ -110,13 +102,12 @@ class RetryStopper:
         client = self._client
         paths = client.cfg.paths
         statuses = client.enums[_KIND].values.get("status", {})
-        held = _model(known)
-        held_status = enum_name(get_ci(held, "Status"), statuses) if held else None
-        if remote_id in self._accepted and (held is None or not stop_accepted(held)):
+        held = model_of(known) if isinstance(known, Mapping) else None
+        if remote_id in self._accepted and not stop_accepted(held):
             held = self._accepted[remote_id]  # fresher than the stored body
-            held_status = enum_name(get_ci(held, "Status"), statuses)
-        if remote_id in self._accepted or (held is not None and stop_accepted(held)):
-            return StopAnswer(200, "a retry-chain stop was already accepted", held, held_status)
+        held_status = enum_name(get_ci(held, "Status"), statuses)
+        if remote_id in self._accepted or stop_accepted(held):
+            return StopAnswer(200, _ALREADY, held, held_status)
         refused = _cannot_stop(held, held_status)
         if refused is not None:
             return refused
@@ -137,9 +128,7 @@ class RetryStopper:
             status = enum_name(get_ci(projection, "Status"), statuses)
             if stop_accepted(projection):
                 self._remember(remote_id, projection)
-                return StopAnswer(
-                    200, "a retry-chain stop was already accepted", projection, status
-                )
+                return StopAnswer(200, _ALREADY, projection, status)
             refused = _cannot_stop(projection, status)
             if refused is not None:
                 return refused
@@ -190,8 +179,8 @@ class RetryStopper:
         raw_status = get_ci(projection, "Status") if projection else get_ci(body, "Status")
         status = enum_name(raw_status, statuses)
         if projection is not None and stop_accepted(projection):
-            return StopAnswer(200, "a retry-chain stop was already accepted", projection, status)
-        if status in _TERMINAL:
+            return StopAnswer(200, _ALREADY, projection, status)
+        if status in TERMINAL_JOB:
             return StopAnswer(
                 409, f"the job is already terminal ({status})", projection, status, version
             )

@@ -15,9 +15,41 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-from orchestrator.workspace.ratelimit import TokenBucket
-
 LEASE_RECHECK_S = 0.05
+
+
+class TokenBucket:
+    """``rate`` tokens per second, holding at most ``burst``.
+
+    Time is passed in (monotonic seconds) so the bucket has no clock of its own.
+    """
+
+    __slots__ = ("_last", "_tokens", "burst", "rate")
+
+    def __init__(self, rate: float, burst: float, now: float) -> None:
+        self.rate = rate
+        self.burst = max(1.0, burst)
+        self._tokens = self.burst
+        self._last = now
+
+    def wait(self, now: float) -> float:
+        """Seconds from ``now`` until a token is there (0.0: one is), taking none."""
+        tokens = self._tokens
+        if now > self._last:
+            tokens = min(self.burst, tokens + (now - self._last) * self.rate)
+        return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self.rate
+
+    def take(self, now: float) -> float:
+        """Take one token; return 0.0, or how many seconds to wait before trying again."""
+        tokens = self._tokens
+        if now > self._last:
+            tokens = min(self.burst, tokens + (now - self._last) * self.rate)
+            self._last = now
+        if tokens >= 1.0:
+            self._tokens = tokens - 1.0
+            return 0.0
+        self._tokens = tokens
+        return (1.0 - tokens) / self.rate
 
 
 class WorkspaceGate:
@@ -86,9 +118,6 @@ class WorkspaceGate:
         self.leases_valid_until = -math.inf
         self.lease_epoch += 1
 
-    def _leases_lapsed(self, now: float) -> bool:
-        return now >= self.leases_valid_until
-
     def block(self, seconds: float) -> None:
         """The workspace said Retry-After: nothing goes out for ``seconds``."""
         until = self._mono() + seconds
@@ -101,7 +130,7 @@ class WorkspaceGate:
 
     def wait_s(self, now: float) -> float:
         """How long from ``now`` until a request could start (0: now)."""
-        if self._leases_lapsed(now):
+        if now >= self.leases_valid_until:
             return LEASE_RECHECK_S
         return max(self.blocked_until - now, self._bucket.wait(now))
 
@@ -112,7 +141,7 @@ class WorkspaceGate:
         """Let ``holder``'s request out now if a slot and a token are free and no
         Retry-After holds; False (nothing taken) otherwise."""
         now = self._mono()
-        if self.blocked_until > now or self._leases_lapsed(now):
+        if self.blocked_until > now or now >= self.leases_valid_until:
             return False
         try:
             self._slots.acquire_on_behalf_of_nowait(holder)
@@ -134,7 +163,7 @@ class WorkspaceGate:
                 if self.blocked_until > now:
                     await self._sleep(self.blocked_until - now)
                     continue
-                if self._leases_lapsed(now):
+                if now >= self.leases_valid_until:
                     await self._sleep(LEASE_RECHECK_S)
                     continue
                 wait = self._bucket.take(now)

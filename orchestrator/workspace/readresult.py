@@ -58,6 +58,12 @@ def trouble(kind: str, message: str, duration: float) -> ReadResult:
     return ReadResult(kind, error={"kind": kind, "message": message}, duration=duration)
 
 
+def invalid(read: ReadResult, message: str) -> ReadResult:
+    """An answer that is not what the request needs (``invalid_response``)."""
+    error = {"kind": "invalid_response", "message": message}
+    return ReadResult("invalid_response", read.http_status, error=error, duration=read.duration)
+
+
 def timed_out(timeout_s: float, duration: float) -> ReadResult:
     """No answer within the workspace's total request timeout."""
     return trouble("timeout", f"no answer in {timeout_s}s", duration)
@@ -78,38 +84,18 @@ def answered(
     if status in (200, 201, 202):
         # Most reads find the job as it was: a digest of the bytes spares
         # parsing and interpreting them again (128 bits: no collision to fear).
-        seen_now = (
+        digest = (
             hashlib.blake2b(raw, digest_size=16, key=digest_key).digest()
             if digest_key is not None
             else None
         )
-        if seen_now is not None and seen_now == seen:
-            return ReadResult(
-                "ok",
-                http_status=status,
-                retry_after=retry_after,
-                duration=duration,
-                digest=seen_now,
-                unchanged=True,
-            )
+        if digest is not None and digest == seen:
+            return ReadResult("ok", status, None, retry_after, None, duration, digest, True)
         try:
-            body = orjson.loads(raw)
+            return ReadResult("ok", status, orjson.loads(raw), retry_after, None, duration, digest)
         except orjson.JSONDecodeError:
-            return ReadResult(
-                "invalid_response",
-                http_status=status,
-                retry_after=retry_after,
-                error={"kind": "invalid_response", "message": "body is not JSON", "status": status},
-                duration=duration,
-            )
-        return ReadResult(
-            "ok",
-            http_status=status,
-            body=body,
-            retry_after=retry_after,
-            duration=duration,
-            digest=seen_now,
-        )
+            bad = {"kind": "invalid_response", "message": "body is not JSON", "status": status}
+            return ReadResult("invalid_response", status, None, retry_after, bad, duration)
     result = classify_status(status)
     error = None
     if result != "not_found":
@@ -122,11 +108,4 @@ def answered(
             body = orjson.loads(raw)
         except orjson.JSONDecodeError:
             body = None
-    return ReadResult(
-        result,
-        http_status=status,
-        body=body,
-        retry_after=retry_after,
-        error=error,
-        duration=duration,
-    )
+    return ReadResult(result, status, body, retry_after, error, duration)

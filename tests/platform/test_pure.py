@@ -7,19 +7,19 @@ from typing import Any
 import pytest
 
 from orchestrator.config import WorkspacePaths
-from orchestrator.platform.enums import (
+from orchestrator.interpret._read import enum_name, list_items
+from orchestrator.interpret.enums import (
     BINDING_SOURCE,
     CONTRACT,
-    DOCUMENTED,
     PUBLICATION_KIND,
-    fallback,
     resolve_platform_enums,
 )
+from orchestrator.interpret.enums import CATALOG_DOCUMENTED as DOCUMENTED
+from orchestrator.interpret.enums import catalog_fallback as fallback
 from orchestrator.platform.execution_model import CatalogSnapshot, explain
 from orchestrator.platform.occurrences import FollowState, mark, scan, settle
 from orchestrator.platform.run_history import attempts_from_runs
 from orchestrator.platform.stop_retries import RetryStopper, stop_accepted
-from orchestrator.platform.wire import enum_name, list_items
 from orchestrator.simulator.openapi import build_document
 
 ENUMS = {n: fallback(n, "test") for n in (CONTRACT, PUBLICATION_KIND, BINDING_SOURCE)}

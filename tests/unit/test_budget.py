@@ -1,10 +1,10 @@
-"""A function job's time budget read from its status body (interpret/budget.py)."""
+"""A function job's time budget read from its status body (interpret/interpreter.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from orchestrator.interpret.budget import job_budget
+from orchestrator.interpret.interpreter import job_budget
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,7 @@ import asyncio
 
 from orchestrator.engine.book import WorkspaceScheduler
 from orchestrator.store.base import Tracking
-from orchestrator.workspace.gate import WorkspaceGate
-from orchestrator.workspace.ratelimit import TokenBucket
+from orchestrator.workspace.gate import TokenBucket, WorkspaceGate
 
 
 def _tracking(i: int) -> Tracking:

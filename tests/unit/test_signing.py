@@ -5,7 +5,7 @@ import pytest
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
-from orchestrator.events.signing import secret_key, signature, webhook_headers
+from orchestrator.events.attempt import secret_key, signature, webhook_headers
 
 SECRET = "whsec_" + base64.b64encode(b"a test key of thirty-two bytes!!").decode()
 
