@@ -7,11 +7,9 @@ from aiohttp import web
 from prometheus_client.aiohttp import make_aiohttp_handler
 
 from orchestrator.aio import bounded
-from orchestrator.api.auth import auth_middleware
 from orchestrator.api.events_routes import add_event_routes
 from orchestrator.api.openapi import build_openapi
-from orchestrator.api.platform_routes import routes as platform_routes
-from orchestrator.api.problems import problem_middleware
+from orchestrator.api.problems import auth_middleware, problem_middleware
 from orchestrator.api.trackings import routes as tracking_routes
 from orchestrator.runtime import RUNTIME, Runtime
 
@@ -59,7 +57,6 @@ def create_app(runtime: Runtime) -> web.Application:
     )
     app[RUNTIME] = runtime
     app.add_routes(tracking_routes)
-    app.add_routes(platform_routes)
     add_event_routes(app)
     document = orjson.dumps(build_openapi())
 

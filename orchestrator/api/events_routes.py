@@ -17,8 +17,7 @@ from pydantic import ValidationError
 
 from orchestrator.aio import wait_event
 from orchestrator.api.models import ReplayBody
-from orchestrator.api.problems import from_validation_error
-from orchestrator.api.trackings import read_json
+from orchestrator.api.problems import from_validation_error, invalid, json_response, read_json
 from orchestrator.clock import iso
 from orchestrator.errors import ApiProblem
 from orchestrator.events.cloudevents import CALLBACK, sink_destination
@@ -75,16 +74,12 @@ def event_json(record: EventRecord) -> dict[str, Any]:
     return event
 
 
-def _json(body: Any, status: int = 200) -> web.Response:
-    return web.Response(body=orjson.dumps(body), status=status, content_type="application/json")
-
-
 async def list_events(request: web.Request) -> web.Response:
     runtime = request.app[RUNTIME]
     after = _int_param(request.query.get("after"), "after", 0, 0)
     limit = _int_param(request.query.get("limit"), "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
     records = await runtime.store.events_after(after, limit)
-    return _json(
+    return json_response(
         {
             "events": [event_json(r) for r in records],
             "next_after": records[-1].seq if records else after,
@@ -189,7 +184,9 @@ async def list_deliveries(request: web.Request) -> web.Response:
         )
     except ValueError:
         raise ApiProblem(400, "Invalid parameter", "cursor is not valid", field="cursor") from None
-    return _json({"items": [delivery_json(d, runtime) for d in items], "next_cursor": next_cursor})
+    return json_response(
+        {"items": [delivery_json(d, runtime) for d in items], "next_cursor": next_cursor}
+    )
 
 
 async def retry_delivery(request: web.Request) -> web.Response:
@@ -213,7 +210,7 @@ async def retry_delivery(request: web.Request) -> web.Response:
         raise ApiProblem(409, "Delivery is not dead", "the delivery changed state meanwhile")
     # Wakes the delivery workers (and idle streams, which just re-read nothing).
     runtime.bus.publish()
-    return _json(delivery_json(redriven, runtime), status=202)
+    return json_response(delivery_json(redriven, runtime), status=202)
 
 
 async def replay_deliveries(request: web.Request) -> web.Response:
@@ -224,22 +221,17 @@ async def replay_deliveries(request: web.Request) -> web.Response:
     except ValidationError as exc:
         raise from_validation_error(exc) from None
     if body.sink not in {sink.name for sink in runtime.settings.events.sinks}:
-        raise ApiProblem(422, "Invalid request", "sink: no sink of that name", field="sink")
-    bounds: dict[str, Any] = {}  # the bounds given; ReplaySpan leaves the others open
-    if body.after_seq is not None:
-        bounds["after_seq"] = body.after_seq
-    if body.until_seq is not None:
-        bounds["until_seq"] = body.until_seq
-    if body.since is not None:
-        bounds["since"] = body.since.timestamp()
-    if body.until is not None:
-        bounds["until"] = body.until.timestamp()
-    span = ReplaySpan(**bounds)
+        raise invalid("sink", "no sink of that name")
+    # The bounds given; ReplaySpan leaves the others open.
+    given = body.model_dump(exclude={"sink"}, exclude_none=True)
+    span = ReplaySpan(
+        **{k: v.timestamp() if k in ("since", "until") else v for k, v in given.items()}
+    )
     count = await runtime.store.replay_deliveries(
         sink_destination(body.sink), span, runtime.clock.now()
     )
     runtime.bus.publish()  # the sink's worker claims them now
-    return _json({"replayed": count}, status=202)
+    return json_response({"replayed": count}, status=202)
 
 
 def _deliveries(runtime: Runtime) -> DeliveryService:
@@ -254,7 +246,7 @@ async def list_sinks(request: web.Request) -> web.Response:
     items = _deliveries(runtime).sinks()
     for item in items:
         item["pending"] = counts.get(sink_destination(str(item["name"])), 0)
-    return _json({"items": items})
+    return json_response({"items": items})
 
 
 async def enable_sink(request: web.Request) -> web.Response:
@@ -264,4 +256,4 @@ async def enable_sink(request: web.Request) -> web.Response:
     was = await _deliveries(runtime).enable(name)
     if was is None:
         raise ApiProblem(404, "Not found", "no sink of that name", field="name")
-    return _json({"name": name, "enabled": True, "was_disabled": was})
+    return json_response({"name": name, "enabled": True, "was_disabled": was})

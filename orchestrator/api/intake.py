@@ -1,28 +1,49 @@
-"""From an intake body to a tracking ready to store, or a problem naming the field."""
+"""From an intake body to a tracking ready to store, or a problem naming the field.
+
+Work found by filter (``trigger_work``, ``action_work``: CONTRACT section 8):
+which fields each kind takes, the key the tracking is stored under (see
+``workfilter.py``), the ``since`` in force, and a 422 for a filter the
+workspace's OpenAPI document does not declare on the Function operations jobs
+route. The id kinds refuse these fields, naming the first one given.
+"""
 
 from __future__ import annotations
 
 import random
 import time
 from collections.abc import Callable, Mapping
+from datetime import UTC
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from pydantic import ValidationError
 
 from orchestrator import tracing
-from orchestrator.api.filter_intake import DeclaredNames, filter_intake, refuse_filter_fields
 from orchestrator.api.models import MAX_BATCH, FollowUpsBody, IntakeBody, valid_remote_id
-from orchestrator.api.problems import from_validation_error
+from orchestrator.api.problems import from_validation_error, invalid
+from orchestrator.clock import iso
 from orchestrator.config import Settings, WorkspaceConfig
-from orchestrator.errors import ApiProblem
 from orchestrator.interpret import extract_polling_url, extract_remote_id, polling_url_matches
 from orchestrator.store.base import NewTracking
 from orchestrator.tracecontext import TraceContext, received
 from orchestrator.vocabulary import FILTER_KINDS, DeadlineSource, Kind
+from orchestrator.workfilter import WorkFilter
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
+
+    from orchestrator.interpret.filters import FilterNames
+
+# Intake field -> the filter it is sent as on the jobs route.
+SENT_AS = {
+    "trigger_binding_id": "trigger_binding_id",
+    "entity_id": "entity_id",
+    "filter_correlation_id": "search",
+    "action_id": "action_id",
+    "since": "from",
+}
+_ONLY_FILTER_KINDS = (*SENT_AS, "job_id", "expect_jobs")
+DeclaredNames = Callable[[str], "FilterNames | None"]
 
 
 class TrackingIds:
@@ -54,10 +75,6 @@ class TrackingIds:
 
 
 new_tracking_id = TrackingIds()
-
-
-def _invalid(field: str, message: str) -> ApiProblem:
-    return ApiProblem(422, "Invalid request", f"{field}: {message}", field=field)
 
 
 def callback_allowed(url: str, allowlist: list[str]) -> bool:
@@ -132,14 +149,14 @@ def validate_intake(
     """``declared(workspace)``: the filter names its OpenAPI document declares (None:
     not known here), for work found by filter; ``trace``: the request's trace context."""
     if not isinstance(raw, dict):
-        raise _invalid("body", "must be a JSON object")
+        raise invalid("body", "must be a JSON object")
     try:
         body = IntakeBody.model_validate(raw)
     except ValidationError as exc:
         raise from_validation_error(exc) from None
     workspace = settings.workspace(body.workspace)
     if workspace is None:
-        raise _invalid("workspace", f"unknown workspace {body.workspace!r}")
+        raise invalid("workspace", f"unknown workspace {body.workspace!r}")
     remote: Any = None
     if body.kind in FILTER_KINDS:
         names = None if declared is None else declared(workspace.name)
@@ -151,7 +168,7 @@ def validate_intake(
     if body.callback_url is not None and not callback_allowed(
         body.callback_url, settings.events.callback_allowlist
     ):
-        raise _invalid("callback_url", "not under any entry of events.callback_allowlist")
+        raise invalid("callback_url", "not under any entry of events.callback_allowlist")
     context = None if trace is None else trace.of(body)
     return NewTracking(
         tracking_id=new_tracking_id(),
@@ -179,18 +196,18 @@ def _remote_id(body: IntakeBody, workspace: WorkspaceConfig) -> str:
         return body.remote_id
     if body.kind is Kind.SCHEDULE:
         # Creating a schedule enqueues nothing: there is no enqueue response to take an id from.
-        raise _invalid("enqueue_response", "a schedule tracking takes remote_id (the ScheduleId)")
+        raise invalid("enqueue_response", "a schedule tracking takes remote_id (the ScheduleId)")
     found = extract_remote_id(body.enqueue_response)
     if found is None:
-        raise _invalid("enqueue_response", "carries no JobId or Id")
+        raise invalid("enqueue_response", "carries no JobId or Id")
     if not valid_remote_id(found):
-        raise _invalid("enqueue_response", "its id is not 1-200 characters of [A-Za-z0-9._:-]")
+        raise invalid("enqueue_response", "its id is not 1-200 characters of [A-Za-z0-9._:-]")
     if body.remote_id is not None and body.remote_id != found:
-        raise _invalid("remote_id", "does not match the id in enqueue_response")
+        raise invalid("remote_id", "does not match the id in enqueue_response")
     url = extract_polling_url(body.enqueue_response)
     template = workspace.paths.route(body.kind)
     if url is not None and not polling_url_matches(url, workspace.base_url, template, found):
-        raise _invalid(
+        raise invalid(
             "enqueue_response", "its polling URL does not resolve to this workspace's status route"
         )
     return found
@@ -203,13 +220,13 @@ def _deadline(body: IntakeBody, settings: Settings, now: float) -> tuple[float, 
     if body.deadline_at is not None:
         deadline = body.deadline_at.timestamp()
         if deadline <= now:
-            raise _invalid("deadline_at", "is in the past")
+            raise invalid("deadline_at", "is in the past")
         if deadline - now > polling.max_deadline_s:
-            raise _invalid("deadline_at", "is beyond polling.max_deadline_s")
+            raise invalid("deadline_at", "is beyond polling.max_deadline_s")
         return deadline, DeadlineSource.CALLER
     if body.timeout_s is not None:
         if body.timeout_s > polling.max_deadline_s:
-            raise _invalid("timeout_s", "is beyond polling.max_deadline_s")
+            raise invalid("timeout_s", "is beyond polling.max_deadline_s")
         return now + body.timeout_s, DeadlineSource.CALLER
     return now + polling.default_deadline_s, DeadlineSource.DEFAULT
 
@@ -217,7 +234,7 @@ def _deadline(body: IntakeBody, settings: Settings, now: float) -> tuple[float, 
 def follow_up_items(raw: Any) -> tuple[FollowUpsBody, list[dict[str, Any]]]:
     """The intake bodies for each id in FollowUpOperationIds (possibly none)."""
     if not isinstance(raw, dict):
-        raise _invalid("body", "must be a JSON object")
+        raise invalid("body", "must be a JSON object")
     try:
         body = FollowUpsBody.model_validate(raw)
     except ValidationError as exc:
@@ -225,38 +242,108 @@ def follow_up_items(raw: Any) -> tuple[FollowUpsBody, list[dict[str, Any]]]:
     field = "runtime_result.FollowUpOperationIds"
     found = [v for k, v in body.runtime_result.items() if k.lower() == "followupoperationids"]
     if not found:
-        raise _invalid(field, "is required")
+        raise invalid(field, "is required")
     if len(found) > 1:
-        raise _invalid(field, "is given more than once (field names are matched in any case)")
+        raise invalid(field, "is given more than once (field names are matched in any case)")
     ids = found[0]
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-        raise _invalid(field, "must be a list of job ids")
+        raise invalid(field, "must be a list of job ids")
     if len(ids) > MAX_BATCH:
-        raise _invalid(field, f"at most {MAX_BATCH} job ids")
+        raise invalid(field, f"at most {MAX_BATCH} job ids")
     for i, job_id in enumerate(ids):
         if not valid_remote_id(job_id):
-            raise _invalid(
+            raise invalid(
                 f"{field}.{i}", "must be 1-200 characters of [A-Za-z0-9._:-], not dots alone"
             )
-    return body, [_follow_up(body, job_id) for job_id in dict.fromkeys(ids)]
+    return body, [follow_up(body, job_id) for job_id in dict.fromkeys(ids)]
 
 
-def follow_up_probe(body: FollowUpsBody) -> dict[str, Any]:
-    """An intake body with the fields that would apply to each follow-up, to check them
-    when the runtime result returned none."""
-    return _follow_up(body, "follow-up")
+def follow_up(body: FollowUpsBody, job_id: str) -> dict[str, Any]:
+    """The intake body of one follow-up; with a made-up id, the fields that would apply
+    to each, to check them when the runtime result returned none."""
+    given = body.model_dump(exclude={"runtime_result"}, exclude_none=True)
+    return {"kind": Kind.FUNCTION_JOB.value, "remote_id": job_id, **given}
 
 
-def _follow_up(body: FollowUpsBody, job_id: str) -> dict[str, Any]:
-    item: dict[str, Any] = {
-        "kind": Kind.FUNCTION_JOB.value,
-        "remote_id": job_id,
-        "workspace": body.workspace,
-        "labels": body.labels,
-        "notify": body.notify,
+def _given(body: IntakeBody, names: tuple[str, ...]) -> list[str]:
+    return [name for name in names if getattr(body, name) is not None]
+
+
+def _refuse(body: IntakeBody, names: tuple[str, ...], message: str) -> None:
+    """A 422 naming the first of ``names`` the body gives."""
+    given = _given(body, names)
+    if given:
+        raise invalid(given[0], message)
+
+
+def refuse_filter_fields(body: IntakeBody) -> None:
+    """An id kind names its work by remote_id: the filter fields are not for it."""
+    kinds = " and ".join(FILTER_KINDS)
+    _refuse(body, _ONLY_FILTER_KINDS, f"only {kinds} take it, not {body.kind.value}")
+
+
+def filter_intake(
+    body: IntakeBody, now: float, skew_s: float, declared: FilterNames | None
+) -> tuple[str, dict[str, Any]]:
+    """(the stored key, the tracking's starting ``remote``), or a 422 naming the field."""
+    found_by = f"{body.kind.value} is found by filter: {_needs(body.kind)}"
+    _refuse(body, ("remote_id", "enqueue_response"), found_by)
+    if body.kind is Kind.TRIGGER_WORK:
+        _trigger(body)
+    else:
+        _action(body)
+    since = None
+    if body.since is not None:
+        if body.since.tzinfo is None:
+            raise invalid("since", "must carry a time zone (e.g. Z)")
+        since = iso(body.since.astimezone(UTC).timestamp())
+    if declared is not None:
+        for field in _given(body, tuple(SENT_AS)) if body.job_id is None else ():
+            wanted = SENT_AS[field]
+            if not declared.declared("function_jobs", wanted):
+                raise invalid(
+                    field,
+                    "the workspace's OpenAPI document declares no filter for it "
+                    f"({declared.name('function_jobs', wanted)}) on the jobs list route",
+                )
+    work = WorkFilter(
+        trigger_binding_id=body.trigger_binding_id,
+        entity_id=body.entity_id,
+        filter_correlation_id=body.filter_correlation_id,
+        action_id=body.action_id,
+        job_id=body.job_id,
+        since=since,
+    )
+    in_force = body.since.timestamp() if body.since is not None else now - skew_s
+    remote: dict[str, Any] = {
+        "Filter": work.to_json(),
+        "Since": iso(in_force) if body.job_id is None else None,
+        "ExpectJobs": body.expect_jobs or 1,
+        "Jobs": [],
     }
-    for key in ("timeout_s", "correlation_id", "callback_url"):
-        value = getattr(body, key)
-        if value is not None:
-            item[key] = value
-    return item
+    return work.key(), remote
+
+
+def _needs(kind: Kind) -> str:
+    if kind is Kind.TRIGGER_WORK:
+        return "give trigger_binding_id and entity_id or filter_correlation_id"
+    return "give action_id (with entity_id for an entity action) or job_id"
+
+
+def _trigger(body: IntakeBody) -> None:
+    _refuse(body, ("action_id", "job_id"), "not a trigger_work filter (action_work takes it)")
+    if body.trigger_binding_id is None:
+        raise invalid("trigger_binding_id", "is required for trigger_work")
+    if body.entity_id is None and body.filter_correlation_id is None:
+        raise invalid("entity_id", "trigger_work needs entity_id or filter_correlation_id")
+
+
+def _action(body: IntakeBody) -> None:
+    trigger_only = ("trigger_binding_id", "filter_correlation_id")
+    _refuse(body, trigger_only, "not an action_work filter (trigger_work takes it)")
+    if body.job_id is not None:
+        known = "not with job_id: the job is already known"
+        _refuse(body, ("action_id", "entity_id", "since", "expect_jobs"), known)
+        return
+    if body.action_id is None:
+        raise invalid("action_id", "is required for action_work (or give job_id)")

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from orchestrator.api.models import (
+    BatchBody,
     BatchOut,
     CancelOut,
     FollowUpsBody,
@@ -39,6 +40,15 @@ def _problem(description: str, model: type[BaseModel] = Problem) -> dict[str, An
     }
 
 
+def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The model's schema and those it refers to, by name; request bodies as validated."""
+    mode: Literal["validation", "serialization"] = "serialization"
+    if model in (IntakeBody, FollowUpsBody, ReplayBody, BatchBody):
+        mode = "validation"
+    schema = model.model_json_schema(ref_template=_REF, mode=mode)
+    return {**schema.pop("$defs", {}), model.__name__: schema}
+
+
 def _forwarded(description: str) -> dict[str, Any]:
     return _problem(description, ForwardedProblem)
 
@@ -58,14 +68,6 @@ _WORKSPACE_TROUBLE = {
     "503": _forwarded("Draining, store unavailable, or the workspace asked us to wait"),
     "504": _forwarded("The workspace did not answer in time"),
 }
-_TRACKING_ID = {
-    "name": "tracking_id",
-    "in": "path",
-    "required": True,
-    "schema": {"type": "string", "pattern": "^trk_[0-9a-f]{24}$"},
-}
-
-
 # W3C Trace Context of the request; malformed values are ignored, never refused.
 _TRACE_HEADERS = [
     {
@@ -84,305 +86,250 @@ def _query(name: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"name": name, "in": "query", "required": False, "schema": schema}
 
 
+def _path(name: str, schema: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"name": name, "in": "path", "required": True, "schema": schema}]
+
+
+_TRACKING_ID = _path("tracking_id", {"type": "string", "pattern": "^trk_[0-9a-f]{24}$"})
+
+
 def _enum(vocabulary: type[StrEnum]) -> dict[str, Any]:
     return {"type": "string", "enum": [member.value for member in vocabulary]}
 
 
-def _body(schema: dict[str, Any]) -> dict[str, Any]:
-    return {"required": True, "content": {"application/json": {"schema": schema}}}
+def _body(schema: dict[str, Any], required: bool = True) -> dict[str, Any]:
+    return {"required": required, "content": {"application/json": {"schema": schema}}}
+
+
+def _op(
+    operation_id: str,
+    answers: dict[str, Any],
+    parameters: list[dict[str, Any]] | None = None,
+    body: dict[str, Any] | None = None,
+    workspace: bool = False,
+) -> dict[str, Any]:
+    """An operation answering ``answers``, the usual errors, and with ``workspace``
+    the troubles of a request made to the workspace for the caller."""
+    op: dict[str, Any] = {"operationId": operation_id}
+    if parameters:
+        op["parameters"] = parameters
+    if body is not None:
+        op["requestBody"] = body
+    op["responses"] = {**_ERRORS, **answers, **(_WORKSPACE_TROUBLE if workspace else {})}
+    return op
+
+
+def _unguarded(operation_id: str, responses: dict[str, Any]) -> dict[str, Any]:
+    return {"operationId": operation_id, "security": [], "responses": responses}
+
+
+_OBJECT = {"type": "object"}
+_LIMIT = _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000})
+_CURSOR = _query("cursor", {"type": "string"})
+_AFTER = _query("after", {"type": "integer", "minimum": 0})
+_UNKNOWN = _problem("Unknown")
+_FORWARDED_404 = _forwarded("Unknown tracking; or the workspace answered 404")
+_STOP_RETRIES_BODY = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "expected_modified_at": {
+            "type": ["string", "null"],
+            "format": "date-time",
+            "maxLength": 64,
+            "description": "The job's ModifiedAt (RFC 3339), "
+            "sent as ExpectedModifiedAt; null or absent: read it",
+        }
+    },
+}
+_EVENTS_PAGE = {
+    "type": "object",
+    "properties": {
+        "events": {
+            "type": "array",
+            "items": {"type": "object", "description": "A CloudEvents 1.0 JSON object with `seq`."},
+        },
+        "next_after": {"type": "integer"},
+    },
+}
+_REPLAYED = {
+    "type": "object",
+    "required": ["replayed"],
+    "properties": {"replayed": {"type": "integer", "minimum": 0}},
+}
 
 
 def build_openapi() -> dict[str, Any]:
-    models: list[type[BaseModel]] = [
-        IntakeBody,
-        FollowUpsBody,
-        TrackingOut,
-        TrackingPage,
-        BatchOut,
-        FollowUpsOut,
-        Problem,
-        ForwardedProblem,
-        CancelOut,
-        ReplayBody,
-    ]
     schemas: dict[str, Any] = {}
+    models: list[type[BaseModel]] = [IntakeBody, FollowUpsBody, TrackingOut, TrackingPage]
+    models += [BatchOut, FollowUpsOut, Problem, ForwardedProblem, CancelOut, ReplayBody, BatchBody]
     for model in models:
-        if model in (IntakeBody, FollowUpsBody, ReplayBody):
-            schema = model.model_json_schema(ref_template=_REF, mode="validation")
-        else:
-            schema = model.model_json_schema(ref_template=_REF, mode="serialization")
-        schemas.update(schema.pop("$defs", {}))
-        schemas[model.__name__] = schema
-    schemas["BatchBody"] = {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["items"],
-        "properties": {
-            "items": {"type": "array", "minItems": 1, "maxItems": 1000, "items": _ref(IntakeBody)}
-        },
-    }
-    event = {"type": "object", "description": "A CloudEvents 1.0 JSON object with `seq`."}
+        schemas.update(_schema(model))
+    tracking = _ref(TrackingOut)
     paths: dict[str, Any] = {
         "/v1/trackings": {
-            "post": {
-                "operationId": "createTracking",
-                "parameters": _TRACE_HEADERS,
-                "requestBody": _body(_ref(IntakeBody)),
-                "responses": {
-                    "201": _json(_ref(TrackingOut), "New tracking"),
-                    "200": _json(_ref(TrackingOut), "Already tracked"),
-                    **_ERRORS,
-                },
-            },
-            "get": {
-                "operationId": "listTrackings",
-                "parameters": [
+            "post": _op(
+                "createTracking",
+                {"201": _json(tracking, "New tracking"), "200": _json(tracking, "Already tracked")},
+                _TRACE_HEADERS,
+                _body(_ref(IntakeBody)),
+            ),
+            "get": _op(
+                "listTrackings",
+                {"200": _json(_ref(TrackingPage), "A page")},
+                [
                     _query("state", _enum(TrackingState)),
                     _query("kind", _enum(Kind)),
                     _query("outcome", _enum(Outcome)),
                     _query("workspace", {"type": "string"}),
                     _query("label", {"type": "string", "pattern": "^[^:]+:.*$"}),
-                    _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}),
-                    _query("cursor", {"type": "string"}),
+                    _LIMIT,
+                    _CURSOR,
                 ],
-                "responses": {"200": _json(_ref(TrackingPage), "A page"), **_ERRORS},
-            },
+            ),
         },
         "/v1/trackings/batch": {
-            "post": {
-                "operationId": "createTrackingsBatch",
-                "parameters": _TRACE_HEADERS,
-                "requestBody": _body({"$ref": "#/components/schemas/BatchBody"}),
-                "responses": {"200": _json(_ref(BatchOut), "Per-item answers"), **_ERRORS},
-            }
+            "post": _op(
+                "createTrackingsBatch",
+                {"200": _json(_ref(BatchOut), "Per-item answers")},
+                _TRACE_HEADERS,
+                _body(_ref(BatchBody)),
+            )
         },
         "/v1/trackings/follow-ups": {
-            "post": {
-                "operationId": "trackFollowUps",
-                "parameters": _TRACE_HEADERS,
-                "requestBody": _body(_ref(FollowUpsBody)),
-                "responses": {"200": _json(_ref(FollowUpsOut), "Trackings"), **_ERRORS},
-            }
+            "post": _op(
+                "trackFollowUps",
+                {"200": _json(_ref(FollowUpsOut), "Trackings")},
+                _TRACE_HEADERS,
+                _body(_ref(FollowUpsBody)),
+            )
         },
         "/v1/trackings/{tracking_id}": {
-            "parameters": [_TRACKING_ID],
-            "get": {
-                "operationId": "getTracking",
-                "responses": {
-                    "200": _json(_ref(TrackingOut), "The tracking"),
-                    "404": _problem("Unknown"),
-                    **_ERRORS,
-                },
-            },
-            "delete": {
-                "operationId": "abandonTracking",
-                "responses": {
-                    "200": _json(_ref(TrackingOut), "Abandoned"),
-                    "404": _problem("Unknown"),
+            "parameters": _TRACKING_ID,
+            "get": _op("getTracking", {"200": _json(tracking, "The tracking"), "404": _UNKNOWN}),
+            "delete": _op(
+                "abandonTracking",
+                {
+                    "200": _json(tracking, "Abandoned"),
+                    "404": _UNKNOWN,
                     "409": _problem("Already terminal"),
-                    **_ERRORS,
                 },
-            },
+            ),
         },
         "/v1/trackings/{tracking_id}/cancel": {
-            "parameters": [_TRACKING_ID],
-            "post": {
-                "operationId": "cancelTracking",
-                "responses": {
+            "parameters": _TRACKING_ID,
+            "post": _op(
+                "cancelTracking",
+                {
                     "202": _json(_ref(CancelOut), "Cancel accepted"),
-                    **_ERRORS,
-                    "404": _forwarded("Unknown tracking; or the workspace answered 404"),
+                    "404": _FORWARDED_404,
                     "409": _forwarded(
                         "Not cancellable (`remote_status`), not a function job, terminal; "
                         "or the workspace refused it with 409"
                     ),
                     "422": _forwarded("A body other than {}; or the workspace's other 4xx"),
-                    **_WORKSPACE_TROUBLE,
                 },
-            },
+                workspace=True,
+            ),
         },
         "/v1/events": {
-            "get": {
-                "operationId": "listEvents",
-                "parameters": [
-                    _query("after", {"type": "integer", "minimum": 0}),
-                    _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}),
-                ],
-                "responses": {
-                    "200": _json(
-                        {
-                            "type": "object",
-                            "properties": {
-                                "events": {"type": "array", "items": event},
-                                "next_after": {"type": "integer"},
-                            },
-                        },
-                        "Events in order",
-                    ),
-                    **_ERRORS,
-                },
-            }
+            "get": _op(
+                "listEvents", {"200": _json(_EVENTS_PAGE, "Events in order")}, [_AFTER, _LIMIT]
+            )
         },
         "/v1/events/stream": {
-            "get": {
-                "operationId": "streamEvents",
-                "parameters": [_query("after", {"type": "integer", "minimum": 0})],
-                "responses": {
+            "get": _op(
+                "streamEvents",
+                {
                     "200": {
                         "description": "Server-sent events",
                         "content": {"text/event-stream": {}},
-                    },
-                    **_ERRORS,
+                    }
                 },
-            }
+                [_AFTER],
+            )
         },
         "/v1/deliveries": {
-            "get": {
-                "operationId": "listDeliveries",
-                "parameters": [
+            "get": _op(
+                "listDeliveries",
+                {"200": _json(_OBJECT, "A page")},
+                [
                     _query("state", {"type": "string", "enum": ["pending", "delivered", "dead"]}),
-                    _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}),
-                    _query("cursor", {"type": "string"}),
+                    _LIMIT,
+                    _CURSOR,
                 ],
-                "responses": {"200": _json({"type": "object"}, "A page"), **_ERRORS},
-            }
+            )
         },
         "/v1/deliveries/replay": {
-            "post": {
-                "operationId": "replayDeliveries",
-                "requestBody": _body(_ref(ReplayBody)),
-                "responses": {
-                    "202": _json(
-                        {
-                            "type": "object",
-                            "required": ["replayed"],
-                            "properties": {"replayed": {"type": "integer", "minimum": 0}},
-                        },
-                        "Queued again to the sink",
-                    ),
-                    **_ERRORS,
-                },
-            },
+            "post": _op(
+                "replayDeliveries",
+                {"202": _json(_REPLAYED, "Queued again to the sink")},
+                body=_body(_ref(ReplayBody)),
+            ),
         },
-        "/v1/sinks": {
-            "get": {
-                "operationId": "listSinks",
-                "responses": {"200": _json({"type": "object"}, "Each sink's state"), **_ERRORS},
-            }
-        },
+        "/v1/sinks": {"get": _op("listSinks", {"200": _json(_OBJECT, "Each sink's state")})},
         "/v1/sinks/{name}/enable": {
-            "parameters": [
-                {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
-            ],
-            "post": {
-                "operationId": "enableSink",
-                "responses": {
-                    "200": _json({"type": "object"}, "Enabled"),
-                    "404": _problem("Unknown sink"),
-                    **_ERRORS,
-                },
-            },
+            "parameters": _path("name", {"type": "string"}),
+            "post": _op(
+                "enableSink",
+                {"200": _json(_OBJECT, "Enabled"), "404": _problem("Unknown sink")},
+            ),
         },
         "/v1/deliveries/{delivery_id}/retry": {
-            "parameters": [
+            "parameters": _path("delivery_id", {"type": "integer", "minimum": 1}),
+            "post": _op(
+                "retryDelivery",
                 {
-                    "name": "delivery_id",
-                    "in": "path",
-                    "required": True,
-                    "schema": {"type": "integer", "minimum": 1},
-                }
-            ],
-            "post": {
-                "operationId": "retryDelivery",
-                "responses": {
-                    "202": _json({"type": "object"}, "Re-driven"),
-                    "404": _problem("Unknown"),
+                    "202": _json(_OBJECT, "Re-driven"),
+                    "404": _UNKNOWN,
                     "409": _problem("Not dead"),
-                    **_ERRORS,
                 },
-            },
+            ),
         },
         "/v1/trackings/{tracking_id}/stop-retries": {
-            "parameters": [_TRACKING_ID],
-            "post": {
-                "operationId": "stopRetries",
-                "requestBody": {
-                    "required": False,
-                    "content": {
-                        "application/json": {
-                            "schema": {
-                                "type": "object",
-                                "additionalProperties": False,
-                                "properties": {
-                                    "expected_modified_at": {
-                                        "type": ["string", "null"],
-                                        "format": "date-time",
-                                        "maxLength": 64,
-                                        "description": "The job's ModifiedAt (RFC 3339), "
-                                        "sent as ExpectedModifiedAt; null or absent: read it",
-                                    }
-                                },
-                            }
-                        }
-                    },
-                },
-                "responses": {
-                    "202": _json({"type": "object"}, "Stop accepted (job.retry.stopRequested)"),
-                    "200": _json({"type": "object"}, "Already requested (idempotent)"),
-                    **_ERRORS,
-                    "404": _forwarded("Unknown tracking; or the workspace answered 404"),
+            "parameters": _TRACKING_ID,
+            "post": _op(
+                "stopRetries",
+                {
+                    "202": _json(_OBJECT, "Stop accepted (job.retry.stopRequested)"),
+                    "200": _json(_OBJECT, "Already requested (idempotent)"),
+                    "404": _FORWARDED_404,
                     "409": _forwarded(
                         "Stale version, CanStopRetries false, not a function job, terminal; "
                         "or the workspace refused it with 409"
                     ),
                     "422": _forwarded("A bad body (`field`); or the workspace's other 4xx"),
-                    **_WORKSPACE_TROUBLE,
                 },
-            },
+                body=_body(_STOP_RETRIES_BODY, required=False),
+                workspace=True,
+            ),
         },
         "/v1/functions/{function_key}/execution-model": {
-            "parameters": [
+            "parameters": _path(
+                "function_key", {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,200}$"}
+            ),
+            "get": _op(
+                "getExecutionModel",
                 {
-                    "name": "function_key",
-                    "in": "path",
-                    "required": True,
-                    "schema": {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,200}$"},
-                }
-            ],
-            "get": {
-                "operationId": "getExecutionModel",
-                "parameters": [_query("workspace", {"type": "string"})],
-                "responses": {
-                    "200": _json({"type": "object"}, "The decision-table row and flags"),
+                    "200": _json(_OBJECT, "The decision-table row and flags"),
                     "404": _problem("Unknown function key"),
-                    **_ERRORS,
                     "422": _problem("Bad function key, unknown workspace or query parameter"),
-                    **_WORKSPACE_TROUBLE,
                 },
-            },
+                [_query("workspace", {"type": "string"})],
+                workspace=True,
+            ),
         },
-        "/healthz": {
-            "get": {
-                "operationId": "healthz",
-                "security": [],
-                "responses": {"200": {"description": "Alive"}},
-            }
-        },
+        "/healthz": {"get": _unguarded("healthz", {"200": {"description": "Alive"}})},
         "/readyz": {
-            "get": {
-                "operationId": "readyz",
-                "security": [],
-                "responses": {"200": {"description": "Ready"}, "503": {"description": "Not ready"}},
-            }
+            "get": _unguarded(
+                "readyz", {"200": {"description": "Ready"}, "503": {"description": "Not ready"}}
+            )
         },
         "/metrics": {
-            "get": {
-                "operationId": "metrics",
-                "security": [],
-                "responses": {
-                    "200": {"description": "Prometheus exposition", "content": {"text/plain": {}}}
-                },
-            }
+            "get": _unguarded(
+                "metrics",
+                {"200": {"description": "Prometheus exposition", "content": {"text/plain": {}}}},
+            )
         },
     }
     return {

@@ -1,7 +1,9 @@
-"""RFC 9457 problem responses for everything the API refuses."""
+"""RFC 9457 problem responses for everything the API refuses, the bearer-token guard
+of every ``/v1`` route, and the JSON in and out of the handlers."""
 
 from __future__ import annotations
 
+import hmac
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -11,6 +13,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from orchestrator.errors import ApiProblem, StoreUnavailable
+from orchestrator.runtime import RUNTIME
 
 log = logging.getLogger("orchestrator.api")
 
@@ -27,22 +30,47 @@ def problem_response(problem: ApiProblem) -> web.Response:
     )
 
 
-def from_validation_error(exc: ValidationError, prefix: str = "") -> ApiProblem:
+def invalid(
+    field: str, message: str, status: int = 422, title: str = "Invalid request"
+) -> ApiProblem:
+    """A refusal naming ``field``, its detail ``field: message``."""
+    return ApiProblem(status, title, f"{field}: {message}", field=field)
+
+
+def json_response(data: Any, status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(data), status=status, content_type="application/json")
+
+
+async def read_json(request: web.Request) -> Any:
+    ctype = request.content_type
+    if ctype != "application/json" and not ctype.endswith("+json"):
+        raise ApiProblem(
+            415,
+            "Unsupported media type",
+            "Content-Type must be application/json",
+            field="Content-Type",
+        )
+    try:
+        return orjson.loads(await request.read())
+    except orjson.JSONDecodeError:
+        raise ApiProblem(
+            400, "Malformed JSON", "the body is not valid JSON", field="body"
+        ) from None
+
+
+def from_validation_error(exc: ValidationError) -> ApiProblem:
     """The first error, naming the field it concerns (dotted path)."""
     err = exc.errors()[0]
     loc = [str(p) for p in err.get("loc", ())]
-    msg = str(err.get("msg", "invalid"))
+    msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
     # Model-level checks name their field at the start of the message.
     if not loc and ": " in msg:
-        head, _, rest = msg.partition(": ")
-        if head.startswith("Value error, "):
-            head = head[len("Value error, ") :]
-        loc, msg = [head], rest
-    field = prefix + ".".join(loc) if loc else (prefix.rstrip(".") or "body")
-    msg = msg.removeprefix("Value error, ")
+        head, _, msg = msg.partition(": ")
+        loc = [head]
+    field = ".".join(loc) if loc else "body"
     if err.get("type") == "extra_forbidden":
         msg = "unknown field"
-    return ApiProblem(422, "Invalid request", f"{field}: {msg}", field=field)
+    return invalid(field, msg)
 
 
 # The answers about a request made to the workspace for the caller
@@ -95,20 +123,46 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        title = _HTTP_TITLES.get(exc.status, exc.reason)
-        detail = None
-        field = None
-        if exc.status == 413:
-            detail = "the body exceeds server.max_body_bytes"
-            field = "body"
+        too_large = exc.status == 413
+        allow = exc.headers.get("Allow")
         return problem_response(
-            ApiProblem(exc.status, title, detail, field=field, headers=_allow(exc))
+            ApiProblem(
+                exc.status,
+                _HTTP_TITLES.get(exc.status, exc.reason),
+                "the body exceeds server.max_body_bytes" if too_large else None,
+                field="body" if too_large else None,
+                headers={"Allow": allow} if allow else None,
+            )
         )
     except Exception:
         log.exception("unhandled error in %s %s", request.method, request.path)
         return problem_response(ApiProblem(500, "Internal error"))
 
 
-def _allow(exc: web.HTTPException) -> dict[str, str]:
-    allow = exc.headers.get("Allow")
-    return {"Allow": allow} if allow else {}
+def token_ok(header: str | None, tokens: frozenset[str]) -> bool:
+    if not header:
+        return False
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token or token != token.strip():
+        return False
+    # Compare against every token so timing does not tell which one matched.
+    matched = False
+    for candidate in tokens:
+        matched |= hmac.compare_digest(token.encode(), candidate.encode())
+    return matched
+
+
+@web.middleware
+async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if request.path == "/v1" or request.path.startswith("/v1/"):
+        tokens = request.app[RUNTIME].api_tokens
+        if tokens and not token_ok(request.headers.get("Authorization"), tokens):
+            return problem_response(
+                ApiProblem(
+                    401,
+                    "Unauthorized",
+                    "a valid bearer token is required",
+                    headers={"WWW-Authenticate": 'Bearer realm="orchestrator"'},
+                )
+            )
+    return await handler(request)

@@ -1,4 +1,5 @@
-"""The ``/v1/trackings`` routes: intake, query, cancel, abandon.
+"""The ``/v1/trackings`` routes (intake, query, cancel, abandon, stop-retries) and
+execution-model discovery.
 
 Each handler parses and validates the request, calls one operation of the
 runtime's ``Tracker`` and shapes its answer; a ``TrackingError`` becomes the
@@ -11,18 +12,12 @@ import re
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import orjson
 from aiohttp import web
 
 from orchestrator import tracing
-from orchestrator.api.intake import (
-    TraceIntake,
-    follow_up_items,
-    follow_up_probe,
-    validate_intake,
-)
-from orchestrator.api.models import MAX_BATCH
-from orchestrator.api.problems import forwarded_problem
+from orchestrator.api.intake import TraceIntake, follow_up, follow_up_items, validate_intake
+from orchestrator.api.models import MAX_BATCH, valid_rfc3339
+from orchestrator.api.problems import forwarded_problem, invalid, json_response, read_json
 from orchestrator.errors import (
     AlreadyTerminal,
     ApiProblem,
@@ -30,7 +25,10 @@ from orchestrator.errors import (
     NotAFunctionJob,
     TrackingError,
     TrackingNotFound,
+    UnknownWorkspace,
 )
+from orchestrator.platform.discovery import DiscoveryError
+from orchestrator.platform.execution_model import FUNCTION_KEY_RULE, valid_function_key
 from orchestrator.resource import tracking_resource
 from orchestrator.runtime import RUNTIME, Runtime
 from orchestrator.store.base import NewTracking, TrackingQuery
@@ -43,28 +41,7 @@ routes = web.RouteTableDef()
 
 _TRACKING_ID = re.compile(r"trk_[0-9a-f]{24}")
 _NOT_CANCELLABLE = ("Not cancellable", "only function jobs can be cancelled")
-
-
-def json_response(data: Any, status: int = 200) -> web.Response:
-    return web.Response(body=orjson.dumps(data), status=status, content_type="application/json")
-
-
-async def read_json(request: web.Request) -> Any:
-    ctype = request.content_type
-    if ctype != "application/json" and not ctype.endswith("+json"):
-        raise ApiProblem(
-            415,
-            "Unsupported media type",
-            "Content-Type must be application/json",
-            field="Content-Type",
-        )
-    raw = await request.read()
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise ApiProblem(
-            400, "Malformed JSON", "the body is not valid JSON", field="body"
-        ) from None
+_NO_RETRY_CHAIN = ("Cannot stop retries", "only function jobs have a retry chain")
 
 
 def tracker_of(rt: Runtime) -> Tracker:
@@ -144,11 +121,9 @@ async def create_batch(request: web.Request) -> web.Response:
         raise ApiProblem(422, "Invalid request", 'body: must be {"items": [...]}', field="items")
     items = raw["items"]
     if not isinstance(items, list) or not items:
-        raise ApiProblem(422, "Invalid request", "items: must be a non-empty list", field="items")
+        raise invalid("items", "must be a non-empty list")
     if len(items) > MAX_BATCH:
-        raise ApiProblem(
-            422, "Invalid request", f"items: at most {MAX_BATCH} per batch", field="items"
-        )
+        raise invalid("items", f"at most {MAX_BATCH} per batch")
     now = rt.clock.now()
     declared = tracker_of(rt).filter_names
     trace = _trace(request)
@@ -167,13 +142,11 @@ async def create_batch(request: web.Request) -> web.Response:
                 answers.append({"status": problem.status, "problem": body})
         stored = iter(await tracker_of(rt).track(valid))
         tracing.answered(span, 200)
-    out = []
-    for answer in answers:
+    for i, answer in enumerate(answers):
         if answer is None:
-            tracking, created = next(stored)
-            answer = {"status": 201 if created else 200, "tracking": tracking_resource(tracking)}
-        out.append(answer)
-    return json_response({"items": out})
+            made, created = next(stored)
+            answers[i] = {"status": 201 if created else 200, "tracking": tracking_resource(made)}
+    return json_response({"items": answers})
 
 
 @routes.post("/v1/trackings/follow-ups")
@@ -187,7 +160,7 @@ async def create_follow_ups(request: web.Request) -> web.Response:
         trace.continue_in(span)
         items = [validate_intake(b, rt.settings, now, trace=trace) for b in bodies]
         if not items:
-            validate_intake(follow_up_probe(body), rt.settings, now)  # nothing is tracked
+            validate_intake(follow_up(body, "follow-up"), rt.settings, now)  # nothing is tracked
         stored = await tracker_of(rt).track(items)
         tracing.answered(span, 200)
     return json_response({"items": [tracking_resource(t) for t, _ in stored]})
@@ -213,9 +186,11 @@ def _choice(query: Any, name: str, vocabulary: type[_Word]) -> _Word | None:
     try:
         return vocabulary(value)
     except ValueError:
-        raise ApiProblem(
-            400, "Invalid query", f"{name}: must be one of {', '.join(vocabulary)}", field=name
-        ) from None
+        raise _bad_query(name, f"must be one of {', '.join(vocabulary)}") from None
+
+
+def _bad_query(name: str, message: str) -> ApiProblem:
+    return invalid(name, message, 400, "Invalid query")
 
 
 @routes.get("/v1/trackings")
@@ -226,15 +201,15 @@ async def list_trackings(request: web.Request) -> web.Response:
     for pair in q.getall("label", []):
         key, sep, value = pair.partition(":")
         if not sep or not key:
-            raise ApiProblem(400, "Invalid query", "label: must be key:value", field="label")
+            raise _bad_query("label", "must be key:value")
         labels[key] = value
     limit_text = q.get("limit", "100")
     # isdigit() alone accepts "²" and other Unicode digits that int() refuses.
     if not (limit_text.isascii() and limit_text.isdigit()) or not 1 <= int(limit_text) <= 1000:
-        raise ApiProblem(400, "Invalid query", "limit: must be 1-1000", field="limit")
+        raise _bad_query("limit", "must be 1-1000")
     workspace = q.get("workspace") or None
     if workspace is not None and rt.settings.workspace(workspace) is None:
-        raise ApiProblem(400, "Invalid query", "workspace: unknown workspace", field="workspace")
+        raise _bad_query("workspace", "unknown workspace")
     query = TrackingQuery(
         state=_choice(q, "state", TrackingState),
         kind=_choice(q, "kind", Kind),
@@ -247,7 +222,7 @@ async def list_trackings(request: web.Request) -> web.Response:
     try:
         items, cursor = await tracker_of(rt).list(query)
     except ValueError:  # InvalidCursor
-        raise ApiProblem(400, "Invalid query", "cursor: not a cursor", field="cursor") from None
+        raise _bad_query("cursor", "not a cursor") from None
     return json_response({"items": [tracking_resource(t) for t in items], "next_cursor": cursor})
 
 
@@ -259,9 +234,7 @@ async def cancel_tracking(request: web.Request) -> web.Response:
         # Everything the caller gave is checked before the workspace is asked anything.
         await tracker.active_function_job(tracking_id)
         if request.can_read_body and await read_json(request) != {}:
-            raise ApiProblem(
-                422, "Invalid request", "body: cancel takes no body (or {})", field="body"
-            )
+            raise invalid("body", "cancel takes no body (or {})")
         answer = await tracker.cancel(tracking_id)
     except TrackingError as exc:
         raise tracking_problem(exc, _NOT_CANCELLABLE) from None
@@ -286,3 +259,74 @@ async def abandon_tracking(request: web.Request) -> web.Response:
     except TrackingError as exc:
         raise tracking_problem(exc) from None
     return json_response(tracking_resource(ended))
+
+
+@routes.get("/v1/functions/{function_key}/execution-model")
+async def get_execution_model(request: web.Request) -> web.Response:
+    tracker = tracker_of(request.app[RUNTIME])
+    key = request.match_info["function_key"]
+    if not valid_function_key(key):
+        raise invalid("function_key", FUNCTION_KEY_RULE)
+    for name in request.query:
+        if name != "workspace":
+            raise invalid(name, "unknown parameter")
+    name = request.query.get("workspace") or "default"
+    try:
+        answer = await tracker.execution_model(name, key)
+    except UnknownWorkspace:
+        raise invalid("workspace", "unknown workspace") from None
+    except DiscoveryError as exc:
+        why = exc.failure
+        extra = {"route": exc.route, "result": exc.read.result, **why.extra}
+        raise forwarded_problem(
+            why.status, why.detail, "Workspace error", extra, why.retry_after
+        ) from None
+    if answer is None:
+        raise ApiProblem(
+            404,
+            "Unknown function",
+            f"the Function Catalog of workspace {name} has no function key {key}",
+            field="function_key",
+        )
+    return json_response(answer)
+
+
+def _expected_version(raw: Any) -> str | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) - {"expected_modified_at"}:
+        raise invalid("body", 'only {"expected_modified_at": "<ModifiedAt>"} is accepted')
+    value = raw.get("expected_modified_at")
+    if value is not None and (
+        not isinstance(value, str) or len(value) > 64 or not valid_rfc3339(value)
+    ):
+        raise invalid(
+            "expected_modified_at",
+            "must be the job's ModifiedAt, an RFC 3339 date-time "
+            "with a zone (e.g. 2026-05-01T12:00:00.000Z)",
+        )
+    return value
+
+
+@routes.post("/v1/trackings/{tracking_id}/stop-retries")
+async def stop_retries(request: web.Request) -> web.Response:
+    tracker = tracker_of(request.app[RUNTIME])
+    tracking_id = path_tracking_id(request)
+    try:
+        # Before the body is read: a tracking that cannot have its retries stopped
+        # is refused as such whatever the body says.
+        tracking = await tracker.active_function_job(tracking_id)
+        expected = _expected_version(await read_json(request) if request.can_read_body else None)
+        answer = await tracker.stop_retries(tracking_id, expected)
+    except TrackingError as exc:
+        raise tracking_problem(exc, _NO_RETRY_CHAIN) from None
+    body = answer.body(tracking.tracking_id, tracking.remote_id)
+    if answer.status in (200, 202):
+        return json_response(body, answer.status)
+    conflict = "Stale version" if answer.stale else "Cannot stop retries"
+    extra = {k: v for k, v in body.items() if k not in ("detail", "tracking_id")}
+    extra.update(answer.extra, stale=answer.stale)
+    field = "expected_modified_at" if answer.stale else None
+    raise forwarded_problem(
+        answer.status, answer.detail, conflict, extra, answer.retry_after, field
+    )

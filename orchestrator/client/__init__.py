@@ -25,24 +25,22 @@ indexed row is the cheaper and uniform way to see every status change.
 
 from __future__ import annotations
 
-from orchestrator.client.errors import (
-    Conflict,
-    InvalidRequest,
-    NotFound,
-    OrchestratorApiError,
-    ServerError,
-    Unauthorized,
-    Unavailable,
-)
 from orchestrator.client.http import OrchestratorClient, intake_body
 from orchestrator.client.models import (
     TERMINAL_OUTCOMES,
     BatchItem,
     CancelResult,
+    Conflict,
     Event,
     EventPage,
+    InvalidRequest,
+    NotFound,
+    OrchestratorApiError,
+    ServerError,
     Tracking,
     TrackingPage,
+    Unauthorized,
+    Unavailable,
 )
 
 __all__ = [

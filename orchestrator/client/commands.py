@@ -16,32 +16,22 @@ import aiohttp
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.client.errors import OrchestratorApiError
 from orchestrator.client.http import OrchestratorClient
-from orchestrator.client.models import Tracking
+from orchestrator.client.models import OrchestratorApiError, Tracking
 from orchestrator.vocabulary import Outcome, TrackingState
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 
-# ``track --wait`` exit codes, one per outcome (documented in docs/api.md).
-EXIT_CODES: dict[str, int] = {
-    Outcome.SUCCEEDED: 0,
-    Outcome.FAILED: 1,
-    Outcome.CANCELLED: 2,
-    Outcome.DEADLINE_EXCEEDED: 3,
-    Outcome.NOT_FOUND: 4,
-    Outcome.ABANDONED: 5,
+# Each outcome's ``track --wait`` exit code (documented in docs/api.md) and colour.
+_OUTCOMES: dict[str, tuple[int, str]] = {
+    Outcome.SUCCEEDED: (0, "green"),
+    Outcome.FAILED: (1, "red"),
+    Outcome.CANCELLED: (2, "yellow"),
+    Outcome.DEADLINE_EXCEEDED: (3, "magenta"),
+    Outcome.NOT_FOUND: (4, "bright_black"),
+    Outcome.ABANDONED: (5, "bright_black"),
 }
 EXIT_USAGE = 10  # bad arguments, an API problem, or no service to talk to
-
-_STYLE: dict[str, str] = {
-    Outcome.SUCCEEDED: "green",
-    Outcome.FAILED: "red",
-    Outcome.CANCELLED: "yellow",
-    Outcome.DEADLINE_EXCEEDED: "magenta",
-    Outcome.NOT_FOUND: "bright_black",
-    Outcome.ABANDONED: "bright_black",
-}
 # More than this many active trackings are counted from the first pages only.
 STATUS_SCAN_LIMIT = 20_000
 
@@ -57,7 +47,7 @@ def _client(server: str | None) -> OrchestratorClient:
 def outcome_text(outcome: str | None) -> str:
     if outcome is None:
         return "-"
-    return f"[{_STYLE.get(outcome, 'white')}]{outcome}[/]"
+    return f"[{_OUTCOMES.get(outcome, (0, 'white'))[1]}]{outcome}[/]"
 
 
 def detail_of(t: Tracking) -> str:
@@ -125,7 +115,7 @@ async def track(
         + (f": {detail_of(final)}" if detail_of(final) else ""),
         highlight=False,
     )
-    return EXIT_CODES.get(final.outcome or "", EXIT_USAGE)
+    return _OUTCOMES.get(final.outcome or "", (EXIT_USAGE, ""))[0]
 
 
 def _filter_text(found: Mapping[str, Any] | None) -> str:
@@ -145,28 +135,25 @@ async def _follow(
     def changed(t: Tracking) -> None:
         if t.terminal:
             return
-        at = _clock(t.raw.get("last_polled_at"))
+        news = []
         if t.next_poll_reason != said[0] and t.next_poll_reason == "not_found_confirmation":
-            console.print(
-                f"  {at}  answered 404: confirming before reporting not_found (polls {t.polls})",
-                highlight=False,
-            )
+            news.append(f"answered 404: confirming before reporting not_found (polls {t.polls})")
         said[0] = t.next_poll_reason
         if t.last_error != said[1] and t.last_error:
             error = t.last_error
-            console.print(
-                f"  {at}  transport trouble, not an outcome: {error.get('kind')} "
-                f"({error.get('message')}); reading again",
-                highlight=False,
+            news.append(
+                f"transport trouble, not an outcome: {error.get('kind')} "
+                f"({error.get('message')}); reading again"
             )
         said[1] = t.last_error
         if t.remote_status is not None and t.remote_status != previous[0]:
-            console.print(
-                f"  {_clock(t.raw.get('last_polled_at'))}  "
-                f"{previous[0] or 'tracked'} -> [cyan]{t.remote_status}[/]  (polls {t.polls})",
-                highlight=False,
+            news.append(
+                f"{previous[0] or 'tracked'} -> [cyan]{t.remote_status}[/]  (polls {t.polls})"
             )
             previous[0] = t.remote_status
+        at = _clock(t.raw.get("last_polled_at"))
+        for line in news:
+            console.print(f"  {at}  {line}", highlight=False)
         spinner.update(f"{t.tracking_id}: {t.remote_status or 'not read yet'}, {t.polls} polls")
 
     with console.status(f"{first.tracking_id}: waiting for the first read") as spinner:
@@ -192,9 +179,8 @@ async def status(console: Console, *, server: str | None = None, recent: int = 1
         return EXIT_USAGE
 
     active = Table(title=f"Active trackings at {server_url(server)}", title_justify="left")
-    for name in ("workspace", "kind", "remote status"):
-        active.add_column(name)
-    active.add_column("count", justify="right")
+    for name in ("workspace", "kind", "remote status", "count"):
+        active.add_column(name, justify="right" if name == "count" else "left")
     for (workspace, kind, remote_status), n in sorted(counts.items()):
         active.add_row(workspace, kind, remote_status, str(n))
     more = "+" if scanned >= STATUS_SCAN_LIMIT else ""

@@ -7,12 +7,11 @@ import builtins
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Unpack
 
 import aiohttp
 import orjson
 
-from orchestrator.client.errors import error_for
 from orchestrator.client.models import (
     BatchItem,
     CancelResult,
@@ -20,6 +19,7 @@ from orchestrator.client.models import (
     EventPage,
     Tracking,
     TrackingPage,
+    error_for,
 )
 from orchestrator.vocabulary import Kind, Outcome, TrackingState
 
@@ -84,63 +84,19 @@ class OrchestratorClient:
             headers=headers,
             timeout=self._timeout,
         ) as resp:
-            raw = await resp.read()
-            try:
-                body = orjson.loads(raw) if raw else None
-            except orjson.JSONDecodeError:
-                body = {"detail": raw[:200].decode(errors="replace")}
-            if resp.status >= 400:
-                problem = body if isinstance(body, dict) else None
-                raise error_for(resp.status, problem, resp.headers)
-            return body
+            return await _answer(resp)
 
     # -- intake --
 
     async def track(
-        self,
-        kind: Kind | str,
-        remote_id: str | None = None,
-        *,
-        enqueue_response: Mapping[str, Any] | None = None,
-        workspace: str = "default",
-        timeout_s: float | None = None,
-        deadline_at: str | datetime | None = None,
-        labels: Mapping[str, str] | None = None,
-        correlation_id: str | None = None,
-        callback_url: str | None = None,
-        notify: Literal["terminal", "all"] = "terminal",
-        trigger_binding_id: str | None = None,
-        entity_id: str | None = None,
-        filter_correlation_id: str | None = None,
-        action_id: str | None = None,
-        job_id: str | None = None,
-        since: str | datetime | None = None,
-        expect_jobs: int | None = None,
+        self, kind: Kind | str, remote_id: str | None = None, **fields: Unpack[IntakeFields]
     ) -> Tracking:
         """Track one id (or the id inside Moltaro's raw enqueue answer); idempotent.
 
         Work found by filter (kinds ``trigger_work``, ``action_work``) takes no id
         but its filter: ``trigger_binding_id`` ... ``expect_jobs`` (CONTRACT section 8).
         """
-        body = intake_body(
-            kind,
-            remote_id,
-            enqueue_response=enqueue_response,
-            workspace=workspace,
-            timeout_s=timeout_s,
-            deadline_at=deadline_at,
-            labels=labels,
-            correlation_id=correlation_id,
-            callback_url=callback_url,
-            notify=notify,
-            trigger_binding_id=trigger_binding_id,
-            entity_id=entity_id,
-            filter_correlation_id=filter_correlation_id,
-            action_id=action_id,
-            job_id=job_id,
-            since=since,
-            expect_jobs=expect_jobs,
-        )
+        body = intake_body(kind, remote_id, **fields)
         return Tracking.from_json(await self._call("POST", "/v1/trackings", json=body))
 
     async def track_batch(
@@ -174,55 +130,26 @@ class OrchestratorClient:
         return Tracking.from_json(await self._call("GET", f"/v1/trackings/{tracking_id}"))
 
     async def list_page(
-        self,
-        *,
-        state: TrackingState | str | None = None,
-        kind: Kind | str | None = None,
-        outcome: Outcome | str | None = None,
-        workspace: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
+        self, *, limit: int = 100, cursor: str | None = None, **filters: Unpack[ListFilters]
     ) -> TrackingPage:
         """One page, newest first; pass ``next_cursor`` back for the next one."""
-        params: list[tuple[str, str]] = [("limit", str(limit))]
-        for name, value in (
-            ("state", state),
-            ("kind", kind),
-            ("outcome", outcome),
-            ("workspace", workspace),
-            ("cursor", cursor),
-        ):
-            if value is not None:
-                params.append((name, str(value)))
-        params += [("label", f"{k}:{v}") for k, v in (labels or {}).items()]
+        given = _known(ListFilters, filters)
+        labels = given.pop("labels", None) or {}
+        params = [("limit", str(limit))] + [(k, str(v)) for k, v in given.items()]
+        params += [("cursor", cursor)] if cursor is not None else []
+        params += [("label", f"{k}:{v}") for k, v in labels.items()]
         answer = await self._call("GET", "/v1/trackings", params=params)
         return TrackingPage(
             [Tracking.from_json(t) for t in answer["items"]], answer.get("next_cursor")
         )
 
     async def list(
-        self,
-        *,
-        state: TrackingState | str | None = None,
-        kind: Kind | str | None = None,
-        outcome: Outcome | str | None = None,
-        workspace: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        page_size: int = 500,
+        self, *, page_size: int = 500, **filters: Unpack[ListFilters]
     ) -> AsyncIterator[Tracking]:
         """Every matching tracking, newest first, fetched page by page."""
         cursor: str | None = None
         while True:
-            page = await self.list_page(
-                state=state,
-                kind=kind,
-                outcome=outcome,
-                workspace=workspace,
-                labels=labels,
-                limit=page_size,
-                cursor=cursor,
-            )
+            page = await self.list_page(limit=page_size, cursor=cursor, **filters)
             for tracking in page.items:
                 yield tracking
             cursor = page.next_cursor
@@ -291,9 +218,7 @@ class OrchestratorClient:
                 timeout=timeout,
             ) as resp:
                 if resp.status >= 400:
-                    raw = await resp.read()
-                    body = orjson.loads(raw) if raw else None
-                    raise error_for(resp.status, body if isinstance(body, dict) else None, {})
+                    await _answer(resp)  # raises
                 data: list[bytes] = []
                 async for line in resp.content:
                     line = line.rstrip(b"\r\n")
@@ -323,64 +248,69 @@ class OrchestratorClient:
             return False
 
 
+async def _answer(resp: aiohttp.ClientResponse) -> Any:
+    """The answer's JSON; a problem is raised as its typed error."""
+    raw = await resp.read()
+    try:
+        body = orjson.loads(raw) if raw else None
+    except orjson.JSONDecodeError:
+        body = {"detail": raw[:200].decode(errors="replace")}
+    if resp.status >= 400:
+        raise error_for(resp.status, body if isinstance(body, dict) else None, resp.headers)
+    return body
+
+
+class IntakeFields(TypedDict, total=False):
+    """The intake fields after ``kind`` and ``remote_id`` (CONTRACT section 3); those
+    from ``trigger_binding_id`` on are the filter of ``trigger_work`` and ``action_work``."""
+
+    enqueue_response: Mapping[str, Any] | None
+    workspace: str
+    timeout_s: float | None
+    deadline_at: str | datetime | None
+    labels: Mapping[str, str] | None
+    correlation_id: str | None
+    callback_url: str | None
+    notify: Literal["terminal", "all"]
+    trigger_binding_id: str | None
+    entity_id: str | None
+    filter_correlation_id: str | None
+    action_id: str | None
+    job_id: str | None
+    since: str | datetime | None
+    expect_jobs: int | None
+
+
+class ListFilters(TypedDict, total=False):
+    state: TrackingState | str | None
+    kind: Kind | str | None
+    outcome: Outcome | str | None
+    workspace: str | None
+    labels: Mapping[str, str] | None
+
+
 # The intake fields of work found by filter (CONTRACT section 8).
-FILTER_FIELDS = (
-    "trigger_binding_id",
-    "entity_id",
-    "filter_correlation_id",
-    "action_id",
-    "job_id",
-    "since",
-    "expect_jobs",
-)
+_INTAKE_FIELDS = tuple(IntakeFields.__annotations__)
+FILTER_FIELDS = _INTAKE_FIELDS[_INTAKE_FIELDS.index("trigger_binding_id") :]
+
+
+def _known(fields: type[Any], given: Mapping[str, Any]) -> dict[str, Any]:
+    """``given`` without its None values; a keyword ``fields`` does not name is a TypeError."""
+    unknown = set(given) - set(fields.__annotations__)
+    if unknown:
+        raise TypeError(f"unexpected keyword argument {sorted(unknown)[0]!r}")
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def intake_body(
-    kind: Kind | str,
-    remote_id: str | None = None,
-    *,
-    enqueue_response: Mapping[str, Any] | None = None,
-    workspace: str = "default",
-    timeout_s: float | None = None,
-    deadline_at: str | datetime | None = None,
-    labels: Mapping[str, str] | None = None,
-    correlation_id: str | None = None,
-    callback_url: str | None = None,
-    notify: Literal["terminal", "all"] = "terminal",
-    trigger_binding_id: str | None = None,
-    entity_id: str | None = None,
-    filter_correlation_id: str | None = None,
-    action_id: str | None = None,
-    job_id: str | None = None,
-    since: str | datetime | None = None,
-    expect_jobs: int | None = None,
+    kind: Kind | str, remote_id: str | None = None, **fields: Unpack[IntakeFields]
 ) -> dict[str, Any]:
-    """One intake body as ``POST /v1/trackings`` and each batch item take it.
-
-    The filter fields (``trigger_binding_id`` ... ``expect_jobs``) are those of
-    ``trigger_work`` and ``action_work``; None values are left out.
-    """
-    body: dict[str, Any] = {"kind": kind, "workspace": workspace, "notify": notify}
-    found_by = {
-        "trigger_binding_id": trigger_binding_id,
-        "entity_id": entity_id,
-        "filter_correlation_id": filter_correlation_id,
-        "action_id": action_id,
-        "job_id": job_id,
-        "since": since.isoformat() if isinstance(since, datetime) else since,
-        "expect_jobs": expect_jobs,
-    }
-    body.update({k: v for k, v in found_by.items() if v is not None})
-    optional = {
-        "remote_id": remote_id,
-        "enqueue_response": None if enqueue_response is None else dict(enqueue_response),
-        "timeout_s": timeout_s,
-        "deadline_at": deadline_at.isoformat()
-        if isinstance(deadline_at, datetime)
-        else deadline_at,
-        "labels": None if labels is None else dict(labels),
-        "correlation_id": correlation_id,
-        "callback_url": callback_url,
-    }
-    body.update({k: v for k, v in optional.items() if v is not None})
+    """One intake body as ``POST /v1/trackings`` and each batch item take it; None
+    values are left out."""
+    body: dict[str, Any] = {"kind": kind, "workspace": "default", "notify": "terminal"}
+    body.update({"remote_id": remote_id} if remote_id is not None else {})
+    for name, value in _known(IntakeFields, fields).items():
+        if isinstance(value, datetime):
+            value = value.isoformat()
+        body[name] = dict(value) if isinstance(value, Mapping) else value
     return body

@@ -1,9 +1,12 @@
-"""What the client answers with: typed views of the API's JSON."""
+"""What the client answers with: typed views of the API's JSON, and the typed errors
+of each problem the API answers (the tree in ``orchestrator.client``). These are
+not the service's own ``orchestrator.errors``: they describe answers as a caller
+receives them."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from orchestrator.vocabulary import Outcome, TrackingState
@@ -11,6 +14,8 @@ from orchestrator.vocabulary import Outcome, TrackingState
 TERMINAL_OUTCOMES: tuple[Outcome, ...] = tuple(Outcome)
 EVENT_PREFIX = "com.moltaro.orchestrator."
 SINK_PREFIX = EVENT_PREFIX + "sink."
+# The members of a tracking that the service always sends.
+_REQUIRED = ("tracking_id", "workspace", "kind", "state", "deadline_at", "created_at")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,27 +64,12 @@ class Tracking:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Tracking:
-        return cls(
-            tracking_id=data["tracking_id"],
-            workspace=data["workspace"],
-            kind=data["kind"],
-            remote_id=data.get("remote_id"),
-            state=data["state"],
-            outcome=data.get("outcome"),
-            remote_status=data.get("remote_status"),
-            result=data.get("result"),
-            polls=int(data.get("polls") or 0),
-            last_error=data.get("last_error"),
-            deadline_at=data["deadline_at"],
-            created_at=data["created_at"],
-            terminal_at=data.get("terminal_at"),
-            next_poll_at=data.get("next_poll_at"),
-            next_poll_reason=data.get("next_poll_reason"),
-            labels=dict(data.get("labels") or {}),
-            correlation_id=data.get("correlation_id"),
-            raw=dict(data),
-            deadline_source=data.get("deadline_source"),
+        values: dict[str, Any] = {f.name: data.get(f.name) for f in fields(cls)}
+        values.update({name: data[name] for name in _REQUIRED})  # a KeyError when missing
+        values.update(
+            polls=int(data.get("polls") or 0), labels=dict(data.get("labels") or {}), raw=dict(data)
         )
+        return cls(**values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,3 +147,61 @@ class CancelResult:
     tracking_id: str
     remote_status: str | None
     detail: str
+
+
+class OrchestratorApiError(Exception):
+    """The orchestrator answered with a problem."""
+
+    def __init__(self, status: int, body: Mapping[str, Any] | None = None) -> None:
+        self.status = status
+        self.body: dict[str, Any] = dict(body or {})
+        self.title: str = str(self.body.get("title") or f"HTTP {status}")
+        detail = self.body.get("detail")
+        self.detail: str | None = None if detail is None else str(detail)
+        problem_field = self.body.get("field")
+        self.field: str | None = None if problem_field is None else str(problem_field)
+        super().__init__(f"{status} {self.title}" + (f": {self.detail}" if self.detail else ""))
+
+
+class InvalidRequest(OrchestratorApiError):
+    """The request was refused (400, 413, 415, 422); ``field`` names the culprit."""
+
+
+class Unauthorized(OrchestratorApiError):
+    """A valid bearer token is required (401)."""
+
+
+class NotFound(OrchestratorApiError):
+    """No such resource (404)."""
+
+
+class Conflict(OrchestratorApiError):
+    """The resource's state does not allow this (409)."""
+
+
+class Unavailable(OrchestratorApiError):
+    """The service cannot take this now (503); try again after ``retry_after`` seconds."""
+
+    retry_after: float | None = None
+
+
+class ServerError(OrchestratorApiError):
+    """The service failed (5xx other than 503)."""
+
+
+_ERRORS: dict[int, type[OrchestratorApiError]] = {
+    **dict.fromkeys((400, 413, 415, 422), InvalidRequest),
+    401: Unauthorized,
+    404: NotFound,
+    409: Conflict,
+    503: Unavailable,
+}
+
+
+def error_for(status: int, body: Mapping[str, Any] | None, headers: Mapping[str, str]) -> Exception:
+    default = ServerError if status >= 500 else OrchestratorApiError
+    error = _ERRORS.get(status, default)(status, body)
+    if isinstance(error, Unavailable):
+        raw = headers.get("Retry-After", "")
+        error.retry_after = float(raw) if raw.isdigit() else None
+    return error

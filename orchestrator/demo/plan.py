@@ -212,8 +212,7 @@ async def create_work(
 ) -> Plan:
     """Create every job and build on the simulator, as the calling services would."""
     plan = Plan(faults=list(FAULTS))
-    async with session.put(f"{sim_url}/_sim/profile", json=PROFILE) as resp:
-        resp.raise_for_status()
+    await sim_call(session, "PUT", f"{sim_url}/_sim/profile", PROFILE)
     picks = choose(count, rng)
     # Draw every random choice up front so that a seed gives the same mix.
     draws = [(rng.choice(JOB_KEYS), rng.choice(("Build", "Check"))) for _ in picks]
@@ -222,9 +221,7 @@ async def create_work(
         key, build_kind = draws[i]
         if scenario is not None:
             body = {"kind": scenario.kind, "steps": scenario.steps}
-            async with session.post(f"{sim_url}/_sim/script", json=body) as resp:
-                resp.raise_for_status()
-                rid = str((await resp.json())["id"])
+            rid = str((await sim_call(session, "POST", f"{sim_url}/_sim/script", body))["id"])
             intake = intake_body(
                 scenario.kind, rid, timeout_s=scenario.timeout_s,
                 labels={"demo": scenario.name},
@@ -235,17 +232,14 @@ async def create_work(
             )
         if what == "enqueue":
             url = f"{sim_url}/api/workspace/functions/{key}/enqueue"
-            async with session.post(url, json={"CorrelationId": f"demo-{i}"}) as resp:
-                resp.raise_for_status()
-                answer = await resp.json()
+            answer = await sim_call(session, "POST", url, {"CorrelationId": f"demo-{i}"})
             intake = intake_body(
                 Kind.FUNCTION_JOB, enqueue_response=answer, timeout_s=60,
                 labels={"demo": key}, correlation_id=f"demo-{i}",
             )  # fmt: skip
             return Planned(key, Kind.FUNCTION_JOB, intake, remote_id=answer["Data"]["JobId"])
-        async with session.post(sim_url + BUILD_ROUTES[what], json={"Kind": build_kind}) as r:
-            r.raise_for_status()
-            answer = await r.json()
+        url = sim_url + BUILD_ROUTES[what]
+        answer = await sim_call(session, "POST", url, {"Kind": build_kind})
         intake = intake_body(
             what, enqueue_response=answer, timeout_s=60, labels={"demo": f"{build_kind}"}
         )
@@ -257,17 +251,21 @@ async def create_work(
     return plan
 
 
-async def install_faults(session: aiohttp.ClientSession, sim_url: str, plan: Plan) -> None:
-    async with session.put(f"{sim_url}/_sim/faults", json={"rules": plan.faults}) as resp:
+async def sim_call(session: aiohttp.ClientSession, method: str, url: str, body: Any = None) -> Any:
+    """One request to the simulator: its JSON answer."""
+    async with session.request(method, url, json=body) as resp:
         resp.raise_for_status()
+        return await resp.json()
+
+
+async def install_faults(session: aiohttp.ClientSession, sim_url: str, plan: Plan) -> None:
+    await sim_call(session, "PUT", f"{sim_url}/_sim/faults", {"rules": plan.faults})
 
 
 async def faults_fired(session: aiohttp.ClientSession, sim_url: str) -> dict[str, int]:
     """How many times each kind of fault was injected so far."""
-    async with session.get(f"{sim_url}/_sim/faults") as resp:
-        rules = (await resp.json())["rules"]
     fired: dict[str, int] = {}
-    for rule in rules:
+    for rule in (await sim_call(session, "GET", f"{sim_url}/_sim/faults"))["rules"]:
         if rule["fault"] != "latency" and rule["hits"]:
             fired[rule["fault"]] = fired.get(rule["fault"], 0) + int(rule["hits"])
     return fired

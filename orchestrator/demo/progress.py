@@ -84,10 +84,6 @@ class Tally:
         return sum(c[outcome] for c in self.outcomes.values())
 
     @property
-    def transport_errors(self) -> int:
-        return sum(n for r, n in self.polls_by_result.items() if r not in _ANSWERS)
-
-    @property
     def scripted(self) -> int:
         return sum(1 for p in self.planned.values() if p.expected is not None)
 
@@ -179,53 +175,41 @@ def summary(
 
     ``table=False`` when the live display's last frame already shows the outcomes.
     """
-    ended = len(tally.ended)
     console.print()
     if table:
         console.print(outcome_table(tally, title="Outcomes by kind"))
-    console.print(
-        f"trackings: {tally.total} submitted, {ended} reached an outcome", highlight=False
-    )
-    console.print(
-        f"events: {sink.delivered} delivered, {sink.delivered} verified, "
-        f"{sink.bad_signature} bad signatures; {sink.refused} refused once on purpose and "
-        f"redelivered with the same webhook-id",
-        highlight=False,
-    )
-    if tally.polls:
-        total_polls = sum(tally.polls)
-        console.print(
-            f"polls per tracking: mean {total_polls / len(tally.polls):.1f}, "
-            f"median {statistics.median(tally.polls):g}, max {max(tally.polls)}",
-            highlight=False,
-        )
     trouble = ", ".join(f"{k} {v}" for k, v in sorted(fired.items())) or "none"
     seen = ", ".join(
         f"{r} {n}" for r, n in sorted(tally.polls_by_result.items()) if r not in _ANSWERS and n
     )
-    console.print(
+    lines = [
+        f"trackings: {tally.total} submitted, {len(tally.ended)} reached an outcome",
+        f"events: {sink.delivered} delivered, {sink.delivered} verified, "
+        f"{sink.bad_signature} bad signatures; {sink.refused} refused once on purpose and "
+        "redelivered with the same webhook-id",
+    ]
+    if tally.polls:
+        lines.append(
+            f"polls per tracking: mean {sum(tally.polls) / len(tally.polls):.1f}, "
+            f"median {statistics.median(tally.polls):g}, max {max(tally.polls)}"
+        )
+    lines.append(
         f"transport faults injected: {trouble}; seen by the pollers: {seen or 'none'} "
-        "(none of them ended a tracking)",
-        highlight=False,
+        "(none of them ended a tracking)"
     )
     if tally.anomalies:
-        console.print(
-            f"contract anomalies (Completed without run evidence, kept polling): {tally.anomalies}",
-            highlight=False,
+        lines.append(
+            f"contract anomalies (Completed without run evidence, kept polling): {tally.anomalies}"
         )
     if tally.reasons:
         ranked = sorted(tally.reasons.items(), key=lambda kv: (-kv[1], kv[0]))  # ties by name
-        reasons = ", ".join(f"{k} {v}" for k, v in ranked)
-        console.print(f"build failure ReasonCodes: {reasons}", highlight=False)
-    console.print(
+        lines.append("build failure ReasonCodes: " + ", ".join(f"{k} {v}" for k, v in ranked))
+    lines.append(
         f"cancels: {tally.cancels_asked} asked, {tally.cancels_accepted} accepted (202)"
-        + "".join(f"; {r}" for r in tally.cancel_refusals[:3]),
-        highlight=False,
+        + "".join(f"; {r}" for r in tally.cancel_refusals[:3])
     )
-    console.print(
-        f"scripted scenarios ended as planned: {tally.as_planned}/{tally.scripted}",
-        highlight=False,
-    )
-    for line in tally.not_as_planned[:10]:
-        console.print(f"  [yellow]not as planned[/]: {line}", highlight=False)
-    console.print(f"time: {elapsed:.1f} s", highlight=False)
+    lines.append(f"scripted scenarios ended as planned: {tally.as_planned}/{tally.scripted}")
+    lines += [f"  [yellow]not as planned[/]: {line}" for line in tally.not_as_planned[:10]]
+    lines.append(f"time: {elapsed:.1f} s")
+    for line in lines:
+        console.print(line, highlight=False)

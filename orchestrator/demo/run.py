@@ -9,8 +9,13 @@ way out, also on Ctrl-C and SIGTERM.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import random
 import secrets
+import signal
+import socket
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -19,10 +24,10 @@ import aiohttp
 from rich.console import Console
 from rich.live import Live
 
+from orchestrator.aio import run_async
 from orchestrator.client import OrchestratorApiError, OrchestratorClient, Unavailable
 from orchestrator.demo.plan import Plan, create_work, faults_fired, install_faults
 from orchestrator.demo.progress import Display, Tally, summary
-from orchestrator.demo.serve import ServeProcess
 from orchestrator.demo.sink import EventSink, new_secret
 from orchestrator.simulator import start_simulator
 
@@ -32,6 +37,55 @@ TICK_S = 0.25
 RUN_LIMIT_S = 120.0
 CANCEL_AFTER_S = 1.0
 CANCEL_TRIES = 20
+# Polling fast enough that a few hundred short jobs end in seconds; event
+# retries fast enough that the sink's refusals are redelivered in the demo.
+_CONFIG = """
+[server]
+listen = "127.0.0.1:{port}"
+api_tokens_env = "ORCH_API_TOKENS"
+shutdown_grace_s = 3
+shutdown_hard_s = 2
+
+[store]
+path = "{db}"
+synchronous = "NORMAL"
+
+[polling]
+initial_delay_s = 0.2
+max_delay_s = 1.0
+multiplier = 1.6
+jitter = 0.2
+default_deadline_s = 120
+not_found_confirmations = 3
+not_found_min_s = 1.0
+
+[logging]
+format = "json"
+level = "WARNING"
+
+[[workspaces]]
+name = "default"
+base_url = "{sim_url}"
+request_timeout_s = 2
+max_in_flight = 64
+max_requests_per_second = 1000
+
+[events]
+retry_schedule_s = [0.3, 1, 2]
+delivery_timeout_s = 5
+
+[[events.sinks]]
+name = "demo"
+url = "{sink_url}"
+secret_env = "ORCH_SINK_SECRET"
+max_age_s = 600
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 class Demo:
@@ -75,7 +129,7 @@ class Demo:
             await install_faults(session, sim_url, plan)
             started = time.monotonic()
             tally = await self._submit(orch, plan)
-            cancels = asyncio.create_task(self._cancel(orch, plan, tally), name="demo-cancels")
+            cancels = asyncio.create_task(self._cancel(orch, tally), name="demo-cancels")
             try:
                 done = await self._watch(orch, tally, sink, started)
             finally:
@@ -110,11 +164,10 @@ class Demo:
         )
         return Tally(planned)
 
-    async def _cancel(self, orch: OrchestratorClient, plan: Plan, tally: Tally) -> None:
+    async def _cancel(self, orch: OrchestratorClient, tally: Tally) -> None:
         """Cancel the jobs planned for it, as a caller would, while Moltaro allows it."""
         await asyncio.sleep(CANCEL_AFTER_S)
-        targets = [tid for tid, p in tally.planned.items() if p.cancel]
-        for tracking_id in targets:
+        for tracking_id in [tid for tid, p in tally.planned.items() if p.cancel]:
             tally.cancels_asked += 1
             for _ in range(CANCEL_TRIES):
                 try:
@@ -138,9 +191,6 @@ class Demo:
         after = 0
         last_metrics = 0.0
 
-        def complete() -> bool:
-            return len(tally.ended) >= tally.total and sink.stats.delivered >= tally.total
-
         async def tick() -> bool:
             nonlocal after, last_metrics
             while True:
@@ -154,22 +204,138 @@ class Demo:
             if now - last_metrics >= 0.5:
                 tally.read_metrics(await orch.metrics())
                 last_metrics = now
-            return complete()
+            return len(tally.ended) >= tally.total and sink.stats.delivered >= tally.total
 
-        if self.live:
-            with Live(console=self.console, auto_refresh=False, transient=False) as live:
-                while time.monotonic() - started < RUN_LIMIT_S:
-                    finished = await tick()
-                    elapsed = time.monotonic() - started
+        # Redrawn in place when live, else a plain line now and then.
+        live = Live(console=self.console, auto_refresh=False) if self.live else None
+        with contextlib.nullcontext() if live is None else live:
+            while time.monotonic() - started < RUN_LIMIT_S:
+                finished = await tick()
+                elapsed = time.monotonic() - started
+                if live is not None:
                     live.update(display.renderable(tally, sink.stats, elapsed), refresh=True)
-                    if finished:
-                        return True
-                    await asyncio.sleep(TICK_S)
-            return False
-        while time.monotonic() - started < RUN_LIMIT_S:
-            finished = await tick()
-            display.plain(tally, sink.stats, time.monotonic() - started, force=finished)
-            if finished:
-                return True
-            await asyncio.sleep(TICK_S)
+                else:
+                    display.plain(tally, sink.stats, elapsed, force=finished)
+                if finished:
+                    return True
+                await asyncio.sleep(TICK_S)
         return False
+
+
+class ServeProcess:
+    """``orchestrator serve`` with a generated config, a fresh SQLite file and its own token."""
+
+    def __init__(self, workdir: Path, sim_url: str, sink_url: str, secret: str, token: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.config = workdir / "orchestrator.toml"
+        self.log = workdir / "serve.log"
+        self.config.write_text(
+            _CONFIG.format(
+                port=self.port, db=workdir / "demo.db", sim_url=sim_url, sink_url=sink_url
+            )
+        )
+        self.secret = secret
+        self.token = token
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def start(self, client: OrchestratorClient, timeout_s: float = 30.0) -> None:
+        # The caller's own ORCH_* settings or WORKSPACE_API_BASE_URL must not
+        # point the demo's service elsewhere.
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("ORCH_") and k != "WORKSPACE_API_BASE_URL"
+        }
+        env.update(ORCH_API_TOKENS=self.token, ORCH_SINK_SECRET=self.secret)
+        with self.log.open("ab") as out:
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "orchestrator",
+                "serve",
+                "--config",
+                str(self.config),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=out,
+                stderr=asyncio.subprocess.STDOUT,
+                env=env,
+                # Its own process group: the terminal's Ctrl-C reaches the demo
+                # only, which then stops the service in order.
+                start_new_session=True,
+            )
+        async with asyncio.timeout(timeout_s):
+            while not await client.ready():
+                if self.proc.returncode is not None:
+                    raise RuntimeError(f"orchestrator serve exited at start-up:\n{self.log_tail()}")
+                await asyncio.sleep(0.05)
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    async def stop(self, timeout_s: float = 10.0) -> int | None:
+        """SIGTERM (a graceful drain), then SIGKILL if it lingers; the exit code."""
+        proc = self.proc
+        if proc is None or proc.returncode is not None:
+            return None if proc is None else proc.returncode
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        try:
+            return await asyncio.wait_for(proc.wait(), timeout_s)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            return await proc.wait()
+
+    def kill_now(self) -> None:
+        """Last resort when the loop is gone (the demo itself is being torn down)."""
+        if self.proc is not None and self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signal.SIGKILL)
+
+
+def run_demo(count: int = 300, seed: int | None = None, live: bool = True) -> int:
+    # soft_wrap: a long line is never cut into two mid-phrase; a narrow terminal
+    # folds it where it must.
+    console = Console(highlight=False, soft_wrap=True)
+    if not console.is_terminal:
+        # Piped or captured: tables as wide as they need, not 80 columns.
+        console = Console(highlight=False, width=120, soft_wrap=True)
+    live = live and console.is_terminal
+    demo = Demo(console, count, seed, live)
+
+    terminated: list[bool] = []
+
+    async def main() -> int:
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+
+        def on_sigterm() -> None:
+            # Cancel like Ctrl-C does, so that the same clean-up runs.
+            terminated.append(True)
+            if task is not None:
+                task.cancel()
+
+        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+        try:
+            return await demo.run()
+        finally:
+            loop.remove_signal_handler(signal.SIGTERM)
+
+    try:
+        return run_async(main)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        console.print("demo interrupted: every process it started has been stopped")
+        return 143 if terminated else 130
+    except Exception as exc:
+        console.print(f"[red]demo failed: {exc}[/]")
+        return 1
+    finally:
+        # If the loop died before its own clean-up ran, do not leave the service behind.
+        if demo.serve is not None:
+            demo.serve.kill_now()
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from orchestrator.api.filter_intake import filter_intake
+from orchestrator.api.intake import filter_intake
 from orchestrator.api.models import IntakeBody
 from orchestrator.store.base import NewTracking
 from tests.engine.harness import body, rig, run
