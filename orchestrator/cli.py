@@ -36,8 +36,7 @@ def _serve(args: argparse.Namespace) -> int:
         from orchestrator.simulator import start_simulator
 
         default = settings.workspace("default") or settings.workspaces[0]
-        host_port = default.base_url.split("://", 1)[1]
-        host, port = split_listen(host_port)
+        host, port = split_listen(default.base_url.split("://", 1)[1])
         # Kept beside the store by default: a restart keeps the simulated work
         # that the resumed trackings follow.
         state = Path(args.simulator_state or settings.store.path + ".simulator")
@@ -263,18 +262,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
     try:
         result: int = args.func(args)
-    except ListenError as exc:
-        print(f"orchestrator: {exc}", file=sys.stderr)
-        return 2
     except ConfigError as exc:
-        print(f"orchestrator: configuration error: {exc}", file=sys.stderr)
+        what = "" if isinstance(exc, ListenError) else "configuration error: "
+        print(f"orchestrator: {what}{exc}", file=sys.stderr)
         return 2
-    except StoreLocked as exc:
+    except StoreError as exc:  # the store cannot be opened: locked, not writable, SQLite too old
         print(f"orchestrator: {exc}", file=sys.stderr)
-        return 3
-    except StoreError as exc:  # the store cannot be opened: not writable, SQLite too old, ...
-        print(f"orchestrator: {exc}", file=sys.stderr)
-        return 2
+        return 3 if isinstance(exc, StoreLocked) else 2
     except KeyboardInterrupt:
         return 130
     return result

@@ -23,16 +23,14 @@ class SystemClock:
     monotonic = staticmethod(time.monotonic)
 
 
+# Cached: a batch's answers repeat the same few instants (created, first poll)
+# a thousand times, and formatting one costs more than the rest of its field.
 @functools.lru_cache(maxsize=4096)
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def iso(ts: float | None) -> str | None:
     """RFC 3339 UTC with milliseconds and a Z, the form every body of ours uses."""
-    # Cached: a batch's answers repeat the same few instants (created, first poll)
-    # a thousand times, and formatting one costs more than the rest of its field.
-    return None if ts is None else _iso(ts)
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def parse_iso(value: str) -> float:

@@ -169,8 +169,7 @@ class WorkspacePaths(_Section):
         key = KINDS[kind].route
         if key is None:
             raise ValueError(f"kind {kind} has no route of its own")
-        route: str = getattr(self, key)
-        return route
+        return str(getattr(self, key))
 
     @field_validator("*")
     @classmethod
@@ -332,10 +331,7 @@ class Settings(BaseSettings):
         return tuple(sources)
 
     def workspace(self, name: str) -> WorkspaceConfig | None:
-        for w in self.workspaces:
-            if w.name == name:
-                return w
-        return None
+        return next((w for w in self.workspaces if w.name == name), None)
 
 
 # pydantic-settings builds sources from class-level hooks, so the chosen file is
@@ -352,17 +348,11 @@ def split_listen(listen: str) -> tuple[str, int]:
 
 def resolve_config_path(explicit: str | None) -> Path | None:
     """The file named by --config, else ORCH_CONFIG, else config/orchestrator.toml if present."""
-    if explicit:
-        path = Path(explicit)
-        if not path.is_file():
-            raise ConfigError(f"config: file not found: {explicit}")
-        return path
-    env = os.environ.get("ORCH_CONFIG")
-    if env:
-        path = Path(env)
-        if not path.is_file():
-            raise ConfigError(f"ORCH_CONFIG: file not found: {env}")
-        return path
+    for source, given in (("config", explicit), ("ORCH_CONFIG", os.environ.get("ORCH_CONFIG"))):
+        if given:
+            if not Path(given).is_file():
+                raise ConfigError(f"{source}: file not found: {given}")
+            return Path(given)
     return DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.is_file() else None
 
 

@@ -86,40 +86,39 @@ def _value(value: Any) -> str:
     return repr(value)
 
 
-def _table(name: str, model: BaseModel, note_prefix: str, out: list[str], mark: str = "") -> None:
-    """``model``'s plain keys under ``[name]``, then its sub-tables."""
-    header = f"[[{name}]]" if note_prefix.endswith("[]") else f"[{name}]"
-    prefix = note_prefix.removesuffix("[]")
-    out += ["", mark + header]
+def _table(
+    name: str, model: BaseModel, out: list[str], array: bool = False, mark: str = ""
+) -> None:
+    """``model``'s plain keys under ``[name]`` (``[[name]]`` in an array), then its sub-tables."""
+    out += ["", mark + (f"[[{name}]]" if array else f"[{name}]")]
     nested: list[tuple[str, BaseModel]] = []
     for key in type(model).model_fields:
         value = getattr(model, key)
         if isinstance(value, BaseModel):
             nested.append((key, value))
             continue
-        example = _EXAMPLES.get(f"{prefix}.{key}")
+        example = _EXAMPLES.get(f"{name}.{key}")
         if (value is None and example is None) or key in _TABLE_LISTS:
             continue
         shown = example if value is None else value
-        commented = value is None or f"{prefix}.{key}" in _DERIVED
+        commented = value is None or f"{name}.{key}" in _DERIVED
         line = f"{mark or '# ' if commented else mark}{key} = {_value(shown)}"
-        note = NOTES.get(f"{prefix}.{key}")
-        padded = line.ljust(40) if len(line) < 40 else line + " "
-        out.append(f"{padded}# {note}" if note else line)
+        note = NOTES.get(f"{name}.{key}")
+        out.append(f"{line:<39} # {note}" if note else line)  # notes from column 41
     for key, sub in nested:
-        _table(f"{name}.{key}", sub, f"{prefix}.{key}", out, mark)
+        _table(f"{name}.{key}", sub, out, mark=mark)
 
 
 def render() -> str:
     s = Settings()
     out = [HEADER.rstrip("\n")]
     for section in ("server", "store", "polling", "logging", "metrics"):
-        _table(section, getattr(s, section), section, out)
+        _table(section, getattr(s, section), out)
     for workspace in s.workspaces:
-        _table("workspaces", workspace, "workspaces[]", out)
-    _table("events", s.events, "events", out)
+        _table("workspaces", workspace, out, array=True)
+    _table("events", s.events, out)
     out += ["", "# No sink by default; one looks like this:"]
-    _table("events.sinks", _SINK_EXAMPLE, "events.sinks[]", out, mark="# ")
+    _table("events.sinks", _SINK_EXAMPLE, out, array=True, mark="# ")
     return "\n".join(out) + "\n"
 
 

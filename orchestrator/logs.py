@@ -94,6 +94,7 @@ class Redactor:
             self._literal = re.compile("|".join(re.escape(s) for s in ordered))
 
     def scrub(self, text: str) -> str:
+        """``text`` as it would appear in a log line."""
         literal = self._literal
         if literal is not None:
             text = literal.sub(MASK, text)
@@ -120,16 +121,8 @@ class Redactor:
 # The process's redactor: logging is process-wide, and secrets are registered
 # before (or after) logging is configured, so it cannot belong to a handler.
 _REDACTOR = Redactor()
-
-
-def register_secret(value: str | None) -> None:
-    """Never let ``value`` appear in any log line (call at start-up for every secret)."""
-    _REDACTOR.register(value)
-
-
-def scrub(text: str) -> str:
-    """``text`` as it would appear in a log line."""
-    return _REDACTOR.scrub(text)
+register_secret = _REDACTOR.register  # the service calls it at start-up for every secret
+scrub = _REDACTOR.scrub
 
 
 class RedactionFilter(logging.Filter):
@@ -171,7 +164,15 @@ def _fields(record: logging.LogRecord) -> Mapping[str, object]:
     return fields if isinstance(fields, Mapping) else {}
 
 
-class JsonFormatter(logging.Formatter):
+class _Formatter(logging.Formatter):
+    def _trailer(self, record: logging.LogRecord) -> dict[str, str]:
+        """The record's traceback (``exc``) and stack (``stack``), those it has."""
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        return {k: v for k, v in (("exc", record.exc_text), ("stack", record.stack_info)) if v}
+
+
+class JsonFormatter(_Formatter):
     """One JSON object per line: ts, level, logger, msg, the fields, exc."""
 
     def format(self, record: logging.LogRecord) -> str:
@@ -183,12 +184,7 @@ class JsonFormatter(logging.Formatter):
         }
         for key, value in _fields(record).items():
             out[f"{key}_" if key in _RESERVED else key] = value
-        if record.exc_info and not record.exc_text:
-            record.exc_text = self.formatException(record.exc_info)
-        if record.exc_text:
-            out["exc"] = record.exc_text
-        if record.stack_info:
-            out["stack"] = record.stack_info
+        out.update(self._trailer(record))
         return orjson.dumps(out, default=str).decode()
 
 
@@ -201,7 +197,7 @@ _COLOURS = {
 }
 
 
-class ConsoleFormatter(logging.Formatter):
+class ConsoleFormatter(_Formatter):
     """``19:30:01.250 INFO  orchestrator.engine  tracking terminal  outcome=succeeded``."""
 
     def __init__(self, colour: bool = False) -> None:
@@ -217,22 +213,12 @@ class ConsoleFormatter(logging.Formatter):
         pairs = " ".join(f"{k}={_console_value(v)}" for k, v in _fields(record).items())
         if pairs:
             parts.append(pairs)
-        line = "  ".join(parts)
-        if record.exc_info and not record.exc_text:
-            record.exc_text = self.formatException(record.exc_info)
-        if record.exc_text:
-            line += "\n" + record.exc_text
-        if record.stack_info:
-            line += "\n" + record.stack_info
-        return line
+        return "\n".join(["  ".join(parts), *self._trailer(record).values()])
 
 
 def _console_value(value: object) -> str:
-    if isinstance(value, str):
-        plain = value and not any(c.isspace() or c in '"=' for c in value)
-        return value if plain else orjson.dumps(value).decode()
-    if value is None or isinstance(value, bool | int | float):
-        return orjson.dumps(value).decode()
+    if isinstance(value, str) and value and not any(c.isspace() or c in '"=' for c in value):
+        return value
     return orjson.dumps(value, default=str).decode()
 
 

@@ -153,27 +153,21 @@ class LoopLagMonitor:
 
 
 def _sample(loop: asyncio.AbstractEventLoop, loop_thread: int) -> Sample | None:
-    frame = sys._current_frames().get(loop_thread)
-    if frame is None:
-        return None
-    stack = _describe(frame)
+    """The loop thread's innermost frames (loop machinery left out) and its running task."""
+    frame: FrameType | None = sys._current_frames().get(loop_thread)
+    stack: list[str] = []
+    while frame is not None and len(stack) < _STACK_DEPTH:
+        code = frame.f_code
+        if not code.co_filename.startswith(_SKIP_DIRS):
+            module = frame.f_globals.get("__name__", "?")
+            stack.append(
+                f"{module}.{code.co_qualname} "
+                f"({os.path.basename(code.co_filename)}:{frame.f_lineno})"
+            )
+        frame = frame.f_back
     if not stack:
         return None
     # Reading another thread's current task is a dict lookup; racy by nature
     # but harmless (at worst it names the task that runs a moment later).
     task = asyncio.current_task(loop)
-    return Sample(where=stack[0], task=task.get_name() if task else None, stack=stack)
-
-
-def _describe(frame: FrameType | None) -> tuple[str, ...]:
-    out: list[str] = []
-    while frame is not None and len(out) < _STACK_DEPTH:
-        code = frame.f_code
-        if not code.co_filename.startswith(_SKIP_DIRS):
-            module = frame.f_globals.get("__name__", "?")
-            out.append(
-                f"{module}.{code.co_qualname} "
-                f"({os.path.basename(code.co_filename)}:{frame.f_lineno})"
-            )
-        frame = frame.f_back
-    return tuple(out)
+    return Sample(where=stack[0], task=task.get_name() if task else None, stack=tuple(stack))

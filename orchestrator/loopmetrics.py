@@ -93,13 +93,11 @@ class _Family(Collector, ABC, Generic[CellT]):
         return cell
 
     def describe(self) -> Iterator[Metric]:
-        yield self._family()
+        # What the registry checks names against: the family, with or without samples.
+        yield from self.collect()
 
     @abstractmethod
     def _new_cell(self) -> CellT: ...
-
-    @abstractmethod
-    def _family(self) -> Metric: ...
 
 
 class LoopCounter(_Family[CounterCell]):
@@ -108,11 +106,8 @@ class LoopCounter(_Family[CounterCell]):
     def _new_cell(self) -> CounterCell:
         return CounterCell()
 
-    def _family(self) -> CounterMetricFamily:
-        return CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
-
     def collect(self) -> Iterator[Metric]:
-        family = self._family()
+        family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
         for key, cell in self._cells.items():
             family.add_metric(key, cell.value, created=cell.created if _CREATED else None)
         yield family
@@ -136,11 +131,8 @@ class LoopHistogram(_Family[HistogramCell]):
     def _new_cell(self) -> HistogramCell:
         return HistogramCell(self._bounds)
 
-    def _family(self) -> HistogramMetricFamily:
-        return HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
-
     def collect(self) -> Iterator[Metric]:
-        family = self._family()
+        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
         for key, cell in self._cells.items():
             cumulative: list[tuple[str, float]] = []
             running = 0

@@ -70,14 +70,11 @@ def check_auth_rule(settings: Settings, tokens: frozenset[str]) -> None:
 
 
 def _register_secrets(settings: Settings, tokens: frozenset[str]) -> None:
-    for token in tokens:
-        register_secret(token)
     names = [w.token_env for w in settings.workspaces]
     names += [s.secret_env for s in settings.events.sinks if s.secret_env]
-    names.append(settings.events.callback_secret_env)
-    names.append(settings.store.password_env)
-    for name in names:
-        register_secret(os.environ.get(name))
+    names += [settings.events.callback_secret_env, settings.store.password_env]
+    for secret in [*tokens, *map(os.environ.get, names)]:
+        register_secret(secret)
 
 
 def replica_id(settings: Settings) -> str:
@@ -196,9 +193,8 @@ class Service:
                 raise ListenError(
                     f"server.listen: cannot listen on {host}:{port}: {exc.strerror or exc}"
                 ) from None
-            server = getattr(site, "_server", None)
-            sockets = getattr(server, "sockets", None) or []
-            self.port = sockets[0].getsockname()[1] if sockets else port
+            addresses = runner.addresses  # the port bound, when server.listen asks for 0
+            self.port = addresses[0][1] if addresses else port
             metrics.ready.set(1)
             log.info("listening", extra={"fields": {"listen": f"{host}:{self.port}"}})
             await self._supervise(runtime, engine, engine_task, deliveries, lag, on_ready)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from itertools import accumulate
 from typing import NamedTuple
 
 # version "-" trace-id "-" parent-id "-" trace-flags; a later version may add fields.
@@ -74,19 +75,15 @@ def parse_tracestate(value: str | None) -> str | None:
         if not member:
             continue  # empty list members are allowed and dropped
         key, sep, val = member.partition("=")
-        if not sep or _KEY.fullmatch(key) is None or _VALUE.fullmatch(val) is None:
-            return None
-        if key in keys:
+        if not sep or key in keys or not (_KEY.fullmatch(key) and _VALUE.fullmatch(val)):
             return None
         keys.add(key)
         members.append(member)
     if not members or len(members) > MAX_TRACESTATE_MEMBERS:
         return None
-    kept: list[str] = []
-    for member in members:
-        if len(",".join([*kept, member])) > MAX_TRACESTATE_LEN:
-            break
-        kept.append(member)
+    # Each member's length with the comma before it: the whole list's, one short.
+    ends = accumulate(len(member) + 1 for member in members)
+    kept = [m for m, end in zip(members, ends, strict=True) if end - 1 <= MAX_TRACESTATE_LEN]
     return ",".join(kept) or None
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -120,44 +120,37 @@ def _url_attributes(url: str) -> dict[str, Any]:
     }
 
 
-@contextlib.contextmanager
 def server_span(
     method: str, route: str, traceparent: str | None, tracestate: str | None
-) -> Iterator[Span | None]:
+) -> contextlib.AbstractContextManager[Span | None]:
     """The intake request's SERVER span, child of the caller's context."""
     if tracer is None:
-        yield None
-        return
+        return contextlib.nullcontext()
     from opentelemetry.trace import SpanKind
 
-    attributes = {"http.request.method": method, "http.route": route, "url.path": route}
-    with tracer.start_as_current_span(
+    return tracer.start_as_current_span(
         f"{method} {route}",
         context=_parent(traceparent, tracestate),
         kind=SpanKind.SERVER,
-        attributes=attributes,
-    ) as span:
-        yield span
+        attributes={"http.request.method": method, "http.route": route, "url.path": route},
+    )
 
 
-@contextlib.contextmanager
 def client_span(
     method: str, url: str, parent: tuple[str, str | None] | None
-) -> Iterator[Span | None]:
+) -> contextlib.AbstractContextManager[Span | None]:
     """A CLIENT span for one outgoing request, child of ``parent`` (a W3C context);
     named by its method, as the HTTP conventions name a client span without a template."""
     if tracer is None or parent is None:
-        yield None
-        return
+        return contextlib.nullcontext()
     from opentelemetry.trace import SpanKind
 
-    with tracer.start_as_current_span(
+    return tracer.start_as_current_span(
         method,
         context=_parent(*parent),
         kind=SpanKind.CLIENT,
         attributes={"http.request.method": method, **_url_attributes(url)},
-    ) as span:
-        yield span
+    )
 
 
 def answered(span: Span | None, status: int | None, error: str | None = None) -> None:
@@ -173,15 +166,12 @@ def answered(span: Span | None, status: int | None, error: str | None = None) ->
         span.set_status(Status(StatusCode.ERROR))
 
 
-@contextlib.contextmanager
 def terminal_span(
     trace: tuple[str, str | None] | None, attributes: Mapping[str, Any]
-) -> Iterator[None]:
+) -> contextlib.AbstractContextManager[object]:
     """The terminal transition's INTERNAL span, in the tracking's trace."""
     if tracer is None or trace is None:
-        yield
-        return
-    with tracer.start_as_current_span(
+        return contextlib.nullcontext()
+    return tracer.start_as_current_span(
         "tracking terminal", context=_parent(*trace), attributes=dict(attributes)
-    ):
-        yield
+    )

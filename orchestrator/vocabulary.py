@@ -40,24 +40,17 @@ class KindSpec:
     class_field: Literal["function_key", "build_kind"] | None  # intake's class hint
 
 
+def _status_kind(kind: Kind, class_field: Literal["function_key", "build_kind"]) -> KindSpec:
+    """A kind read from its own status route (the ``paths`` key named as the kind)."""
+    return KindSpec(kind, "status", kind.value, kind, class_field)
+
+
 KINDS: dict[Kind, KindSpec] = {
     spec.kind: spec
     for spec in (
-        KindSpec(Kind.FUNCTION_JOB, "status", "function_job", Kind.FUNCTION_JOB, "function_key"),
-        KindSpec(
-            Kind.NET_OPERATION_BUILD,
-            "status",
-            "net_operation_build",
-            Kind.NET_OPERATION_BUILD,
-            "build_kind",
-        ),
-        KindSpec(
-            Kind.WORKSPACE_UI_BUILD,
-            "status",
-            "workspace_ui_build",
-            Kind.WORKSPACE_UI_BUILD,
-            "build_kind",
-        ),
+        _status_kind(Kind.FUNCTION_JOB, "function_key"),
+        _status_kind(Kind.NET_OPERATION_BUILD, "build_kind"),
+        _status_kind(Kind.WORKSPACE_UI_BUILD, "build_kind"),
         KindSpec(Kind.SCHEDULE, "schedule", "schedule", None, None),
         KindSpec(Kind.TRIGGER_WORK, "found", None, Kind.FUNCTION_JOB, None),
         KindSpec(Kind.ACTION_WORK, "found", None, Kind.FUNCTION_JOB, None),

@@ -36,8 +36,7 @@ class WorkFilter:
 
     def key(self) -> str:
         """The stored remote_id: canonical, so equal filters give equal keys."""
-        parts: dict[str, Any] = {**self.fields(), "since": self.since}
-        return KEY_PREFIX + orjson.dumps(parts, option=orjson.OPT_SORT_KEYS).decode()
+        return KEY_PREFIX + orjson.dumps(self.to_json(), option=orjson.OPT_SORT_KEYS).decode()
 
     @classmethod
     def from_key(cls, key: str) -> WorkFilter | None:
