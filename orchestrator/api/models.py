@@ -23,7 +23,7 @@ from orchestrator.vocabulary import (
 )
 
 REMOTE_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,200}")
-FUNCTION_KEY_RE = re.compile(r"[A-Za-z0-9._:/@+-]{1,200}")  # as engine/workclass.py reads it
+FUNCTION_KEY_RE = re.compile(r"[A-Za-z0-9._:/@+-]{1,200}")  # as engine/adaptive.py reads it
 LABEL_KEY_RE = re.compile(r"[A-Za-z0-9_.-]{1,63}")
 MAX_LABELS = 32
 MAX_BATCH = 1000

@@ -28,17 +28,17 @@ import heapq
 import itertools
 import logging
 import math
+import random
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
 from orchestrator.engine.entry import Entry
-from orchestrator.engine.resume import ResumePending
 
 if TYPE_CHECKING:
+    from orchestrator.config import PollingConfig
     from orchestrator.engine.poll_metrics import PollMetrics
     from orchestrator.kinds.base import KindHandler
-    from orchestrator.metrics import Metrics
     from orchestrator.store.base import Tracking
     from orchestrator.vocabulary import NextPollReason
     from orchestrator.workspace.client import WorkspaceClient
@@ -56,6 +56,45 @@ GRANULE_S = 0.005
 # holds the entry once its reads are back.
 Handler = Callable[["Entry", int], Awaitable[None]]
 Expired = Callable[["Entry"], Awaitable[None]]
+
+
+# -- a restart's first reads --------------------------------------------------------------
+# Every active tracking is owed a first read, spread over the longer of the initial
+# delay and the time the workspace's rate limit needs for all of them, so a restart
+# never bursts above the limit (``orchestrator_resume_pending`` counts those not read yet).
+
+
+class ResumePlan:
+    __slots__ = ("count", "placed", "seeded", "window")
+
+    def __init__(self, count: int, window: float, seeded: float) -> None:
+        self.count = count
+        self.window = window
+        self.seeded = seeded  # the backoff step a resumed tracking starts from
+        self.placed = 0
+
+    def place(self, rng: random.Random) -> float:
+        """Seconds from the start of the resume to this tracking's first read."""
+        offset = self.window * (self.placed + rng.random()) / self.count
+        self.placed += 1
+        return offset
+
+
+def plan_resume(
+    counts: Mapping[str, int], rates: Mapping[str, float], p: PollingConfig
+) -> dict[str, ResumePlan]:
+    """One plan per configured workspace with active trackings."""
+    plans = {}
+    for ws, n in counts.items():
+        if ws in rates and n > 0:
+            window = max(p.initial_delay_s, n / rates[ws])
+            # Unless its first read finds a change, a resumed tracking is read
+            # again no sooner than one window later, even with the jitter's
+            # shortest draw: re-reads then never crowd out first reads.
+            soonest = p.multiplier * (1.0 - p.jitter)
+            seeded = min(p.max_delay_s, max(p.initial_delay_s, window / soonest))
+            plans[ws] = ResumePlan(n, window, seeded)
+    return plans
 
 
 class WorkspaceScheduler:
@@ -222,7 +261,6 @@ class Book:
         clients: Mapping[str, WorkspaceClient],
         handlers: Mapping[str, KindHandler],
         monotonic: Callable[[], float],
-        metrics: Metrics,
         poll_metrics: PollMetrics,
         poll: Handler,
         expire: Expired,
@@ -234,7 +272,7 @@ class Book:
             name: WorkspaceScheduler(name, client.gate, monotonic, poll, expire)
             for name, client in clients.items()
         }
-        self.pending = ResumePending(metrics)  # resumed trackings not read yet
+        self.pending = poll_metrics.pending  # resumed trackings not read yet
 
     # -- taking work on ---------------------------------------------------------------
 
@@ -288,9 +326,6 @@ class Book:
     def ticket(self, entry: Entry) -> int:
         return entry.ticket
 
-    def waiting(self) -> list[Entry]:
-        return [e for s in self.schedulers.values() for e in s.waiting()]
-
     # -- letting go -------------------------------------------------------------------
 
     def finish(self, entry: Entry) -> None:
@@ -316,7 +351,8 @@ class Book:
 
     def hand_back(self, n: int) -> list[Entry]:
         """Drop up to ``n`` entries, those due last and none mid-read, and return them."""
-        chosen = sorted(self.waiting(), key=lambda e: e.due, reverse=True)[:n]
+        waiting = [e for s in self.schedulers.values() for e in s.waiting()]
+        chosen = sorted(waiting, key=lambda e: e.due, reverse=True)[:n]
         for entry in chosen:
             self._remove(entry)
         return chosen

@@ -202,8 +202,12 @@ def decide(
     delay, due, reason = s.delay, 0.0, NextPollReason.BACKOFF
     expired = end is None and now_m >= deadline_mono
     if end is None and not expired:
-        backoff = next_delay(
-            None if changed else s.delay, p.initial_delay_s, p.multiplier, p.max_delay_s
+        # The backoff starts at the initial delay and grows to the maximum; a change of
+        # remote state restarts it: a job that just moved is likely to move again soon.
+        backoff = (
+            p.initial_delay_s
+            if changed or s.delay is None
+            else min(s.delay * p.multiplier, p.max_delay_s)
         )
         delay, due = backoff, now_m + backoff * (1.0 + p.jitter * (2.0 * draw - 1.0))
         if plan.due is not None:
@@ -261,17 +265,6 @@ def decide(
 
 
 # -- backoff ------------------------------------------------------------------------------
-
-
-def next_delay(current: float | None, initial: float, multiplier: float, maximum: float) -> float:
-    """The next delay before jitter: starts at ``initial`` and grows to ``maximum``.
-
-    ``current`` is None after the remote status changed, which restarts the
-    progression: a job that just moved is likely to move again soon.
-    """
-    if current is None:
-        return initial
-    return min(current * multiplier, maximum)
 
 
 def jittered(delay: float, jitter: float, rng: random.Random) -> float:

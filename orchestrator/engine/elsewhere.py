@@ -13,11 +13,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from orchestrator.engine.cancel import CancelAnswer, cancel
-from orchestrator.engine.finishing import abandoned_result
+from orchestrator.engine.writer import abandoned_result
 from orchestrator.vocabulary import Outcome
 
 if TYPE_CHECKING:
-    from orchestrator.engine.finishing import Finisher
+    from orchestrator.engine.writer import Finisher
     from orchestrator.metrics import Metrics
     from orchestrator.store.base import Tracking
     from orchestrator.workspace.client import WorkspaceClient

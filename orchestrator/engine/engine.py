@@ -10,6 +10,7 @@ retry-chain stop that a caller asked for.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 from collections.abc import Mapping
@@ -19,15 +20,13 @@ import anyio
 from orchestrator import tracing
 from orchestrator.clock import Clock
 from orchestrator.config import Settings
-from orchestrator.engine.book import Book
+from orchestrator.engine.book import Book, plan_resume
 from orchestrator.engine.cancel import CancelAnswer, cancel
 from orchestrator.engine.decision import End, ReadAt, Report, StoreDeadline, Write, decide, jittered
 from orchestrator.engine.entry import Entry
-from orchestrator.engine.finishing import Finisher, abandoned_result
 from orchestrator.engine.learner import Learner
 from orchestrator.engine.poll_metrics import PollMetrics
-from orchestrator.engine.resume import plan_resume
-from orchestrator.engine.writer import EngineWriter
+from orchestrator.engine.writer import EngineWriter, Finisher, abandoned_result
 from orchestrator.events.bus import EventBus
 from orchestrator.events.cloudevents import EventFactory
 from orchestrator.kinds import handlers
@@ -55,7 +54,6 @@ class Engine:
         clients: dict[str, WorkspaceClient],
         rng: random.Random | None = None,
     ) -> None:
-        self.settings = settings
         self.polling = settings.polling
         self.store = store
         self.clock = clock
@@ -79,16 +77,15 @@ class Engine:
             clients,
             self.handlers,
             clock.monotonic,
-            metrics,
             self.poll_metrics,
             self._poll,
-            self._expire,
+            lambda entry: self.finisher.expire(entry),
         )
         self.finisher = Finisher(
             self.writer, events, self.poll_metrics, clock, self.book, lambda: self.stopping
         )
         self.stoppers = {  # one per workspace: each remembers the stops it saw accepted
-            ws: RetryStopper(client, self.poll_metrics.admin_requests_of(ws))
+            ws: RetryStopper(client, functools.partial(self.poll_metrics.admin_request, ws))
             for ws, client in clients.items()
         }
         self._stop = asyncio.Event()
@@ -261,9 +258,6 @@ class Engine:
         result = abandoned_result(entry.remote_id, entry.state.remote_status)
         return await self.finisher.finish(entry, "abandoned", result)
 
-    async def _expire(self, entry: Entry) -> None:
-        await self.finisher.expire(entry)
-
     async def cancel(self, tracking_id: str) -> CancelAnswer | None:
         """A caller's cancel: forwarded only while a fresh read says CanCancel.
         None when the tracking is no longer active here."""
@@ -271,12 +265,9 @@ class Engine:
         if entry is None:
             return None
         ws, kind = entry.workspace, entry.kind
+        counted = functools.partial(self.poll_metrics.polled, ws, kind)
         answer = await cancel(
-            self.clients[ws],
-            kind,
-            entry.remote_id,
-            entry.state.remote_status,
-            lambda result, seconds: self.poll_metrics.polled(ws, kind, result, seconds),
+            self.clients[ws], kind, entry.remote_id, entry.state.remote_status, counted
         )
         if answer.status == 202:
             self.nudge(tracking_id)
@@ -346,6 +337,6 @@ class Engine:
                 await self._pollers_done.wait()
         if self.finisher.tasks:
             await asyncio.wait(list(self.finisher.tasks))
-        await self.writer.checkpoint(list(self.entries.values()), self._to_wall)
+        await self.writer.checkpoint(list(self.entries.values()), -self._mono_offset())
         await self.learner.flush(self.store)
         self.writer.close()

@@ -128,7 +128,6 @@ class Entry:
         remote: object = None,
         result: JsonObject | None = None,
         last_polled_at: float | None = None,
-        next_poll_at: float | None = None,
         terminal_at: float | None = None,
     ) -> Tracking:
         s = self.state
@@ -144,7 +143,7 @@ class Entry:
             result=result,
             polls=s.polls,
             last_polled_at=last_polled_at,
-            next_poll_at=next_poll_at,
+            next_poll_at=None,
             last_error=s.last_error,
             deadline_at=s.deadline,
             deadline_source=s.deadline_source,

@@ -6,7 +6,7 @@ would read next (None: the backoff decides). Summaries are loaded from the
 store at start; every ``flush_interval_s`` and at shutdown, what was learned
 since the last flush (each class's delta) is merged into the stored summary,
 and the merged result, peers' samples included, becomes this process's own
-(``durations.merged``: one merge, for one process or many replicas). Bounded: at
+(``adaptive.merged``: one merge, for one process or many replicas). Bounded: at
 most ``polling.adaptive.max_classes`` classes, the least recently finished goes
 first; at most ``metrics.max_classes`` of them get label values of their own.
 """
@@ -26,9 +26,14 @@ import anyio
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from orchestrator.engine.adaptive import next_read, plan_grid
-from orchestrator.engine.durations import DurationSketch, merged
-from orchestrator.engine.workclass import CLASS_RE, work_times
+from orchestrator.engine.adaptive import (
+    CLASS_RE,
+    DurationSketch,
+    merged,
+    next_read,
+    plan_grid,
+    work_times,
+)
 from orchestrator.errors import StoreError
 from orchestrator.interpret import TERMINAL_PHASES
 from orchestrator.store.base import Store, WorkClassMerge, WorkClassSummary
@@ -119,15 +124,11 @@ class Learner:
     def hint(self, entry: Entry) -> float | None:
         """A new tracking whose class the intake named: when to read it first (monotonic;
         None: the usual first read)."""
-        now_m = self._clock.monotonic()
-        due = self._due(
-            entry.workspace,
-            entry.kind,
-            entry.state.work_class,
-            entry.state.started,
-            self._clock.now(),
-            now_m,
-        )
+        s, now_m = entry.state, self._clock.monotonic()
+        if s.work_class is None:
+            return None
+        key = (entry.workspace, entry.kind, s.work_class)
+        due = self._plan(key, s.started, self._clock.now(), now_m)
         return None if due is None else min(due, now_m + self._polling.max_delay_s)
 
     def observe(
@@ -164,9 +165,9 @@ class Learner:
                 ended = s.ended_at if s.ended_at is not None else now_w
                 self.learn(entry.workspace, entry.kind, work_class, ended - started)
                 return Learned(work_class, started, None)
-        if j.label != "ok":
+        if j.label != "ok" or work_class is None:
             return Learned(work_class, started, None)
-        due = self._due(entry.workspace, entry.kind, work_class, started, now_w, now_m)
+        due = self._plan((entry.workspace, entry.kind, work_class), started, now_w, now_m)
         return Learned(work_class, started, due)
 
     def _beside(
@@ -186,19 +187,6 @@ class Learner:
             if at is not None and (due is None or at < due):
                 due = at
         return due
-
-    def _due(
-        self,
-        workspace: str,
-        kind: str,
-        work_class: str | None,
-        started: float,
-        now_w: float,
-        now_m: float,
-    ) -> float | None:
-        if work_class is None:
-            return None
-        return self._plan((workspace, kind, work_class), started, now_w, now_m)
 
     def _plan(self, key: Key, started: float, now_w: float, now_m: float) -> float | None:
         """The planner's next read (monotonic) of work of class ``key`` begun at ``started``
@@ -231,12 +219,7 @@ class Learner:
         c.sketch.add(seconds, self._cfg.half_life_samples)
         c.stale = True
         self._dirty.add(key)
-        if self._label(key):
-            self._show(workspace, kind, work_class, c.sketch)
-        else:
-            other = self._others.setdefault((workspace, kind), DurationSketch())
-            other.add(seconds, self._cfg.half_life_samples)
-            self._show(workspace, kind, OTHER, other)
+        self._show(key, c.sketch, seconds)
 
     def _admit(self, key: Key, sketch: DurationSketch) -> _Class:
         while len(self._classes) >= self._cfg.max_classes:
@@ -247,17 +230,21 @@ class Learner:
         c = self._classes[key] = _Class(sketch)
         return c
 
-    def _label(self, key: Key) -> bool:
-        """True when ``key`` gets labels of its own (the first ``metrics.max_classes``)."""
+    def _show(self, key: Key, sketch: DurationSketch, seconds: float | None = None) -> None:
+        """Show ``sketch`` under labels of its own (the first ``metrics.max_classes``
+        classes), or add to its kind's ``other`` the one duration ``seconds`` (None: all
+        of ``sketch``)."""
+        if key not in self._labelled and len(self._labelled) < self._max_labels:
+            self._labelled.add(key)
         if key in self._labelled:
-            return True
-        if len(self._labelled) >= self._max_labels:
-            return False
-        self._labelled.add(key)
-        return True
-
-    def _show(self, workspace: str, kind: str, label: str, sketch: DurationSketch) -> None:
-        self.shown[workspace, kind, label] = sketch
+            self.shown[key] = sketch
+            return
+        other = self._others.setdefault(key[:2], DurationSketch())
+        if seconds is None:
+            other.merge(sketch)
+        else:
+            other.add(seconds, self._cfg.half_life_samples)
+        self.shown[key[0], key[1], OTHER] = other
 
     # -- durable --------------------------------------------------------------------------
 
@@ -268,12 +255,7 @@ class Learner:
             key = (row.workspace, row.kind, row.work_class)
             sketch = DurationSketch.from_json(row.summary)
             self._admit(key, sketch).stored = row.summary
-            if self._label(key):
-                self._show(row.workspace, row.kind, row.work_class, sketch)
-            else:
-                other = self._others.setdefault((row.workspace, row.kind), DurationSketch())
-                other.merge(sketch)
-                self._show(row.workspace, row.kind, OTHER, other)
+            self._show(key, sketch)
         self._forget.clear()
         return len(rows)
 
@@ -326,7 +308,7 @@ class Learner:
         )
         c.stale = True
         if key in self._labelled:
-            self._show(*key, c.sketch)
+            self.shown[key] = c.sketch
 
     async def run(self, store: Store, stop: asyncio.Event) -> None:
         """Flush every ``flush_interval_s`` until ``stop`` (the engine flushes last)."""

@@ -1,4 +1,4 @@
-"""Cached metric children for the poll hot path.
+"""Cached metric children for the poll hot path, and the resume backlog's gauge.
 
 ``labels(...)`` checks the label names and builds a key on every call (and on
 prometheus-client's own metrics takes a lock): each label set's child is looked
@@ -7,11 +7,29 @@ up once and kept, 2.9 us a read cheaper (3.6% of the service's CPU per poll).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from orchestrator.metrics import Metrics
 from orchestrator.vocabulary import BUILD_KINDS, BuildReasonCode, Outcome
+
+
+class ResumePending:
+    """Resumed trackings not read yet, per workspace; read by the gauge at scrape time."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+        self._by_ws: dict[str, int] = {}
+        self.left = 0
+
+    def add(self, workspace: str, n: int) -> None:
+        by_ws = self._by_ws
+        if workspace not in by_ws:
+            by_ws[workspace] = 0
+            self._metrics.resume_pending.labels(workspace=workspace).set_function(
+                lambda: by_ws[workspace]
+            )
+        by_ws[workspace] += n
+        self.left += n
 
 
 class PollMetrics:
@@ -22,6 +40,7 @@ class PollMetrics:
         self._lateness: dict[str, Any] = {}
         self._active: dict[tuple[str, str], Any] = {}
         self._up: dict[str, float] = {}  # workspace_up, read at scrape time
+        self.pending = ResumePending(metrics)  # resumed trackings not read yet
 
     def polled(self, workspace: str, kind: str, result: str, duration: float) -> None:
         key = (workspace, kind, result)
@@ -66,10 +85,6 @@ class PollMetrics:
 
     def admin_request(self, workspace: str, route: str, result: str) -> None:
         self._m.admin_requests_total.labels(workspace=workspace, route=route, result=result).inc()
-
-    def admin_requests_of(self, workspace: str) -> Callable[[str, str], None]:
-        """``admin_request`` for one workspace, as (route, result)."""
-        return lambda route, result: self.admin_request(workspace, route, result)
 
     def anomaly(self, workspace: str, kind: str, reason: str) -> None:
         self._m.contract_anomalies_total.labels(workspace=workspace, kind=kind, reason=reason).inc()

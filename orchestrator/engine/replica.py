@@ -33,8 +33,8 @@ import logging
 import math
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from orchestrator.aio import bounded, wait_event
 from orchestrator.errors import StoreError, StoreUnavailable
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from orchestrator.store.base import Store
 
 log = logging.getLogger("orchestrator.replica")
+T = TypeVar("T")
 
 # Reads stop this far into a lease's life unless a renewal landed: a read still in
 # flight then ends before the lease could pass to another replica.
@@ -185,15 +186,12 @@ class Replica:
 
     async def _renew(self) -> bool:
         sent = self._mono()
-        bound = self._timeout * RENEW_BOUND_FRACTION
-        try:
-            lost, peers = await bounded(self._store.renew_leases(len(self._engine.entries)), bound)
-        except StoreError as exc:
-            self._store_trouble(exc)
+        answer = await self._ask(
+            self._store.renew_leases(len(self._engine.entries)), "lease renewal"
+        )
+        if answer is None:
             return False
-        except TimeoutError:
-            self._store_trouble(StoreUnavailable(f"lease renewal unanswered after {bound:g} s"))
-            return False
+        lost, peers = answer
         if self.state == "store_unavailable" and self._counts:
             # Back after an outage: peers reappear one by one as they reconnect (each
             # after its own retry and reconnection), so the count from before it
@@ -256,6 +254,18 @@ class Replica:
         self._counts.append((now, live))
         return divisor
 
+    async def _ask(self, call: Coroutine[Any, Any, T], what: str) -> T | None:
+        """``call``'s answer; None after store trouble (an error, or no answer within
+        the bound: leases a late commit took lapse unread and are claimed again)."""
+        bound = self._timeout * RENEW_BOUND_FRACTION
+        try:
+            return await bounded(call, bound)
+        except StoreError as exc:
+            self._store_trouble(exc)
+        except TimeoutError:
+            self._store_trouble(StoreUnavailable(f"{what} unanswered after {bound:g} s"))
+        return None
+
     def _store_trouble(self, exc: StoreError) -> None:
         """Back off; once the leases must have run out, forget them (others may hold
         them by the time the store answers again)."""
@@ -287,18 +297,10 @@ class Replica:
         self._next_renew = 0.0  # renew (and so revalidate) on the next healthy tick
 
     async def _claim(self) -> None:
-        bound = self._timeout * RENEW_BOUND_FRACTION
-        try:
-            limit, claimed = await bounded(self._claim_share(), bound)
-        except StoreError as exc:
-            self._store_trouble(exc)
+        answer = await self._ask(self._claim_share(), "claim")
+        if answer is None or not answer[1].trackings:
             return
-        except TimeoutError:
-            # Leases a late commit took lapse unread and are claimed again.
-            self._store_trouble(StoreUnavailable(f"claim unanswered after {bound:g} s"))
-            return
-        if not claimed.trackings:
-            return
+        limit, claimed = answer
         if claimed.takeovers:
             self._metrics.lease_takeovers_total.inc(claimed.takeovers)
         await self._engine.resume(ClaimedBatch(claimed.trackings))
@@ -325,14 +327,8 @@ class Replica:
         """Hand back what this replica holds above its share (a newcomer has joined, or
         intake came in through this replica): the trackings due last, none mid-read."""
         engine = self._engine
-        bound = self._timeout * RENEW_BOUND_FRACTION
-        try:
-            counts = await bounded(self._store.active_counts(), bound)
-        except StoreError as exc:
-            self._store_trouble(exc)
-            return
-        except TimeoutError:
-            self._store_trouble(StoreUnavailable(f"count unanswered after {bound:g} s"))
+        counts = await self._ask(self._store.active_counts(), "count")
+        if counts is None:
             return
         n = excess(sum(counts.values()), len(self.peers), len(engine.entries))
         if n <= 0:
@@ -340,9 +336,7 @@ class Replica:
         chosen = engine.book.hand_back(n)  # from now on nothing reads or writes them
         if not chosen:
             return
-        now_m = engine.clock.monotonic()
-        offset = engine.clock.now() - now_m
-        await engine.writer.checkpoint(chosen, lambda mono: mono + offset)
+        await engine.writer.checkpoint(chosen, engine.clock.now() - engine.clock.monotonic())
         ids = [e.tracking_id for e in chosen]
         # Claimable after the gap a lapsed lease leaves between its holders' reads.
         hold = self._timeout * (1 - VALID_FRACTION)

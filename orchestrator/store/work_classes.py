@@ -14,7 +14,7 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class WorkClassSummary:
-    """What adaptive polling has learned of one work class (``engine/durations.py``):
+    """What adaptive polling has learned of one work class (``engine/adaptive.py``):
     the learner's own JSON object, stored as it is. One row per (workspace, kind,
     work_class)."""
 

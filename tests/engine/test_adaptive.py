@@ -18,9 +18,14 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from orchestrator.clock import iso
 from orchestrator.config import load_settings
-from orchestrator.engine.adaptive import backoff_reads, next_read, plan_grid, read_grid
+from orchestrator.engine.adaptive import (
+    DurationSketch,
+    backoff_reads,
+    next_read,
+    plan_grid,
+    read_grid,
+)
 from orchestrator.engine.decision import ReadAt, decide
-from orchestrator.engine.durations import DurationSketch
 from orchestrator.engine.entry import Entry
 from orchestrator.engine.learner import DurationCollector, Learned, Learner
 from orchestrator.interpret import Phase, fallback_enums

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.engine.durations import DurationSketch, bin_of, merged
+from orchestrator.engine.adaptive import DurationSketch, bin_of, merged
 from orchestrator.errors import StoreError
 from orchestrator.store import MemoryStore, SqliteStore, Store, WorkClassMerge, WorkClassSummary
 from tests.engine.test_adaptive import FakeClock, learner, teach
