@@ -11,22 +11,19 @@ import orjson
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from orchestrator.simulator import (
-    persist,
-    routes_admin,
-    routes_control,
-    routes_runtime,
-    routes_work,
-)
-from orchestrator.simulator.bodies import BadRequest
+from orchestrator.simulator import openapi as doc
+from orchestrator.simulator import persist
+from orchestrator.simulator import routes_control as control
+from orchestrator.simulator import routes_workspace as ws
 from orchestrator.simulator.faults import FaultRule
 from orchestrator.simulator.keys import SIM_ID, STATE, STATE_PATH
-from orchestrator.simulator.openapi import build_document
-from orchestrator.simulator.present import json_response, problem
+from orchestrator.simulator.present import BadRequest, problem
 from orchestrator.simulator.profiles import Profile, builtin_profiles
-from orchestrator.simulator.reqlog import REPLICA_HEADER
+from orchestrator.simulator.reqlog import REPLICA_HEADER, RequestLog
 from orchestrator.simulator.state import Refused, SimState
 
+_PROJECT = f"{doc.ADMIN}/{{project:net-operation-project|ui-project}}"
+_SCHEDULE = "/_sim/schedules/{scheduleId}"
 _ID_KEYS = ("jobId", "buildId", "scheduleId", "functionId", "actionId", "entityId")
 _OPENAPI: web.AppKey[dict[str, bytes]] = web.AppKey("sim_openapi", dict)
 
@@ -91,12 +88,7 @@ async def simulator_middleware(request: web.Request, handler: Handler) -> web.St
             if rule.fault == "latency":
                 await asyncio.sleep(rule.latency_s)
             elif rule.fault == "reset":
-                st.log.count(group, 0)
-                if st.log.enabled:
-                    st.log.record(
-                        rid, now, request.method, request.path_qs, group, 0,
-                        request.headers.get(REPLICA_HEADER),
-                    )  # fmt: skip
+                _log(st.log, request, rid, now, group, 0)
                 if request.transport is not None:
                     request.transport.abort()
                 raise asyncio.CancelledError  # nothing is answered on a dead connection
@@ -111,14 +103,17 @@ async def simulator_middleware(request: web.Request, handler: Handler) -> web.St
     path = request.app[STATE_PATH]
     if path is not None and (request.method not in _READS or len(st.jobs) != jobs_before):
         persist.save(st, path)
-    st.log.count(group, response.status)
-    if st.log.enabled:
-        rid = request.get(SIM_ID, rid)
-        st.log.record(
-            rid, now, request.method, request.path_qs, group, response.status,
-            request.headers.get(REPLICA_HEADER),
-        )  # fmt: skip
+    _log(st.log, request, request.get(SIM_ID, rid), now, group, response.status)
     return response
+
+
+def _log(
+    log: RequestLog, request: web.Request, rid: str | None, now: float, group: str, status: int
+) -> None:
+    log.count(group, status)
+    if log.enabled:
+        replica = request.headers.get(REPLICA_HEADER)
+        log.record(rid, now, request.method, request.path_qs, group, status, replica)
 
 
 async def openapi(request: web.Request) -> web.Response:
@@ -127,12 +122,8 @@ async def openapi(request: web.Request) -> web.Response:
     documents = request.app[_OPENAPI]
     body = documents.get(profile.name)
     if body is None:
-        body = documents[profile.name] = orjson.dumps(build_document(profile.filter_names))
+        body = documents[profile.name] = orjson.dumps(doc.build_document(profile.filter_names))
     return web.Response(body=body, content_type="application/json")
-
-
-async def legacy_imports(request: web.Request) -> web.Response:
-    return json_response({"Items": [], "Total": 0})
 
 
 def create_app(
@@ -157,12 +148,46 @@ def create_app(
     app[STATE] = restored if restored is not None else SimState(profile, seed, clock)
     app[STATE_PATH] = state_path
     app[_OPENAPI] = {}
-    app.router.add_get("/swagger/v1/swagger.json", openapi, name="openapi")
-    app.router.add_get(
-        "/api/workspace/admin/legacy-imports", legacy_imports, name="admin.legacy_imports"
-    )
-    routes_runtime.add_routes(app)
-    routes_admin.add_routes(app)
-    routes_control.add_routes(app)
-    routes_work.add_routes(app)
+    app.add_routes(_ROUTES)
     return app
+
+
+# Every route, in the order registered. A name's prefix is its group for faults and the
+# request log ("control": the /_sim/ API, which faults never touch).
+_ROUTES = [
+    web.get("/swagger/v1/swagger.json", openapi, name="openapi"),
+    web.get(f"{doc.ADMIN}/legacy-imports", ws.legacy_imports, name="admin.legacy_imports"),
+    web.post(f"{doc.FN}/{{functionKey}}/enqueue", ws.job_enqueue, name="job_enqueue"),
+    web.get(f"{doc.FN}/jobs/{{jobId}}", ws.job_status, name="job_status"),
+    web.post(f"{doc.FN}/jobs/{{jobId}}/cancel", ws.job_cancel, name="job_cancel"),
+    web.post(f"{_PROJECT}/builds", ws.build_submit, name="build_submit"),
+    web.get(f"{_PROJECT}/builds/{{buildId}}", ws.build_status, name="build_status"),
+    web.get(f"{doc.OPS}/jobs", ws.list_jobs, name="admin.jobs"),
+    web.get(f"{doc.OPS}/jobs/{{jobId}}", ws.job_detail, name="admin.job"),
+    web.post(f"{doc.OPS}/jobs/{{jobId}}/stop-retries", ws.stop_retries, name="admin.stop_retries"),
+    web.get(f"{doc.OPS}/runs", ws.list_runs, name="admin.runs"),
+    web.get(doc.CATALOG, ws.catalog_list, name="admin.catalog"),
+    web.get(f"{doc.CATALOG}/binding-summaries", ws.bindings, name="admin.bindings"),
+    web.get(f"{doc.CATALOG}/{{functionId}}", ws.catalog_one, name="admin.function"),
+    web.get(f"{doc.ADMIN}/api-functions", ws.api_functions, name="admin.api_functions"),
+    web.get(doc.SCHEDULES, ws.schedules_list, name="admin.schedules"),
+    web.get(f"{doc.SCHEDULES}/{{scheduleId}}", ws.schedule_one, name="admin.schedule"),
+    web.post("/_sim/reset", control.reset, name="control.reset"),
+    web.get("/_sim/settings", control.get_settings, name="control.get_settings"),
+    web.put("/_sim/settings", control.put_settings, name="control.put_settings"),
+    web.get("/_sim/faults", control.get_faults, name="control.get_faults"),
+    web.put("/_sim/faults", control.put_faults, name="control.put_faults"),
+    web.post("/_sim/script", control.script, name="control.script"),
+    web.post("/_sim/jobs", control.create_job, name="control.jobs"),
+    web.post("/_sim/jobs/bulk", control.create_jobs_bulk, name="control.jobs_bulk"),
+    web.get("/_sim/requests", control.requests_log, name="control.requests"),
+    web.get("/_sim/stats", control.stats, name="control.stats"),
+    web.post("/_sim/schedules", control.create_schedule, name="control.create_schedule"),
+    web.patch(_SCHEDULE, control.patch_schedule, name="control.patch_schedule"),
+    web.delete(_SCHEDULE, control.delete_schedule, name="control.delete_schedule"),
+    web.get("/_sim/profile", control.get_profile, name="control.get_profile"),
+    web.put("/_sim/profile", control.put_profile, name="control.put_profile"),
+    web.put(doc.RECORD, ws.save_record, name="work.save_record"),
+    web.post(f"{doc.RECORD}/{doc.ACTION}", ws.entity_action, name="work.entity_action"),
+    web.post(f"{doc.WS}/{doc.ACTION}", ws.global_action, name="work.action"),
+]

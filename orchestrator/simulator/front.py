@@ -27,38 +27,20 @@ import aiohttp
 
 from orchestrator.simulator.model import Build, Job
 from orchestrator.simulator.reqlog import REPLICA_HEADER
-from orchestrator.simulator.routes_runtime import PROJECTS, status_body
+from orchestrator.simulator.routes_workspace import PROJECTS, status_body
 from orchestrator.simulator.state import SimState
 
 _MAX_HEAD = 16_384  # a longer head goes to aiohttp, which knows how to refuse it
 _JOBS = b"/api/workspace/functions/jobs/"
 _ADMIN = b"/api/workspace/admin/"
 # Headers that make a GET more than a plain read: the relay handles those.
-_NOT_PLAIN = (
-    b"\r\ncontent-length:",
-    b"\r\ntransfer-encoding:",
-    b"\r\nconnection:",
-    b"\r\nupgrade:",
-    b"\r\nexpect:",
+_NOT_PLAIN = tuple(
+    b"\r\n%s:" % h
+    for h in (b"content-length", b"transfer-encoding", b"connection", b"upgrade", b"expect")
 )
 _REPLICA = b"\r\n" + REPLICA_HEADER.lower().encode() + b":"
 _PYTHON = "{}.{}".format(*sys.version_info[:2])
 _SERVER = f"Python/{_PYTHON} aiohttp/{aiohttp.__version__}".encode()  # aiohttp's own
-
-
-class _Date:
-    """The ``Date`` header's value, formatted once a second."""
-
-    def __init__(self) -> None:
-        self._second = -1
-        self._value = b""
-
-    def __call__(self) -> bytes:
-        second = int(time.time())
-        if second != self._second:
-            self._second = second
-            self._value = formatdate(second, usegmt=True).encode()
-        return self._value
 
 
 class Front:
@@ -67,9 +49,18 @@ class Front:
     def __init__(self, state: SimState, relay_host: str, relay_port: int) -> None:
         self.state = state
         self.relay = (relay_host, relay_port)
-        self.date = _Date()
+        self._second = -1  # the second self._date was formatted in
+        self._date = b""
         self.connections: set[_Connection] = set()
         self.answered = 0  # status reads the front answered itself
+
+    def date(self) -> bytes:
+        """The ``Date`` header's value, formatted once a second."""
+        second = int(time.time())
+        if second != self._second:
+            self._second = second
+            self._date = formatdate(second, usegmt=True).encode()
+        return self._date
 
     def protocol(self) -> _Connection:
         return _Connection(self)
@@ -216,16 +207,13 @@ class _Connection(asyncio.Protocol):
                 return
             answer = self.front.answer(buffer[:end])
             if answer is None:
-                break
+                break  # relayed below
             answers.append(answer)
             buffer = buffer[end + 4 :]
-        else:
-            self._buffer = b""
-            self._flush(answers)
-            return
         self._buffer = b""
         self._flush(answers)
-        self._start_relay(buffer)
+        if buffer:
+            self._start_relay(buffer)
 
     def _flush(self, answers: list[bytes]) -> None:
         if answers and self.transport is not None:

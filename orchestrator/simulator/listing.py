@@ -109,10 +109,8 @@ def list_runs(st: SimState, f: Filters, now: float) -> tuple[list[dict[str, Any]
             rows.extend((parse_iso(r["StartedAt"]), r) for r in job.runs(now) if r.get("StartedAt"))
     for i in skipped:
         at, row = st.schedules.skipped_runs[i]
-        if f.schedule_id in (None, row["ScheduleId"]) and f.function_id in (
-            None,
-            row["BusinessFunctionId"],
-        ):
+        fid = row["BusinessFunctionId"]
+        if f.schedule_id in (None, row["ScheduleId"]) and f.function_id in (None, fid):
             rows.append((at, row))
     matched = [
         row

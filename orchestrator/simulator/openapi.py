@@ -8,6 +8,7 @@ no status route uses.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,34 +32,42 @@ def _obj(props: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "additionalProperties": False, "properties": props}
 
 
+def _strs(*names: str) -> dict[str, Any]:
+    """Nullable string properties, in order."""
+    return dict.fromkeys(names, _STR)
+
+
+def _times(*names: str) -> dict[str, Any]:
+    """Nullable date-time properties, in order."""
+    return dict.fromkeys(names, _TIME)
+
+
 def _page(item: str) -> dict[str, Any]:
     return _obj({"Items": {"type": "array", "items": _ref(item)}, "Total": {"type": "integer"}})
 
 
 def _schemas() -> dict[str, Any]:
     run = {
-        "RunId": _STR,
-        "JobId": _STR,
+        **_strs("RunId", "JobId"),
         "Attempt": _INT,
         "Status": _wrapped("FunctionRunStatus"),
-        "StartedAt": _TIME,
-        "CompletedAt": _TIME,
+        **_times("StartedAt", "CompletedAt"),
         "DurationMs": {"type": "integer", "format": "int64", "nullable": True},
         "ResultSummary": _STR,
         "ResultData": {"nullable": True},
         "ErrorSummary": _STR,
     }
+    # Where a job came from: on a job and on each of its runs' rows.
+    origin = {
+        "BusinessFunctionId": _STR,
+        "Source": _wrapped("FunctionJobSource"),
+        **_strs("ScheduleId", "TriggerBindingId", "ActionId", "EntityId"),
+    }
     job = {
         "JobId": {"type": "string"},
         "FunctionKey": _STR,
-        "BusinessFunctionId": _STR,
-        "Source": _wrapped("FunctionJobSource"),
-        "ScheduleId": _STR,
-        "TriggerBindingId": _STR,
-        "ActionId": _STR,
-        "EntityId": _STR,
-        "CorrelationId": _STR,
-        "DeduplicationKey": _STR,
+        **origin,
+        **_strs("CorrelationId", "DeduplicationKey"),
         "Status": _ref("FunctionJobStatus"),
         "CanCancel": _BOOL,
         "TimeoutSeconds": _INT,
@@ -69,23 +78,17 @@ def _schemas() -> dict[str, Any]:
         "NextRunAt": _TIME,
         "WillRetry": _BOOL,
         "CanStopRetries": _BOOL,
-        "RetryStopState": _STR,
-        "CancellationReasonCode": _STR,
+        **_strs("RetryStopState", "CancellationReasonCode"),
         "ReasonCodes": {"type": "array", "items": {"type": "string"}},
-        "CreatedAt": _TIME,
-        "ModifiedAt": _TIME,
-        "LastError": _STR,
-        "StatusUrl": _STR,
+        **_times("CreatedAt", "ModifiedAt"),
+        **_strs("LastError", "StatusUrl"),
         "Run": _wrapped("FunctionRun"),
     }
     failure = {
         "ReasonCode": {"type": "string"},
         "Category": _STR,
         "Retryable": _BOOL,
-        "SqlState": _STR,
-        "SafeTarget": _STR,
-        "RemediationCode": _STR,
-        "Summary": _STR,
+        **_strs("SqlState", "SafeTarget", "RemediationCode", "Summary"),
     }
 
     def build(status: str, kind: str, wrap_status: bool) -> dict[str, Any]:
@@ -94,12 +97,8 @@ def _schemas() -> dict[str, Any]:
                 "Id": {"type": "string"},
                 "Status": _wrapped(status) if wrap_status else _ref(status),
                 "Kind": _wrapped(kind) if not wrap_status else _ref(kind),
-                "CreatedAt": _TIME,
-                "StartedAt": _TIME,
-                "CompletedAt": _TIME,
-                "ModifiedAt": _TIME,
-                "ArtifactId": _STR,
-                "ErrorSummary": _STR,
+                **_times("CreatedAt", "StartedAt", "CompletedAt", "ModifiedAt"),
+                **_strs("ArtifactId", "ErrorSummary"),
                 "Failure": _wrapped("BuildFailure"),
             }
         )
@@ -112,17 +111,7 @@ def _schemas() -> dict[str, Any]:
             {"Succeeded": _BOOL, "Data": _ref("FunctionJobStatusModel")}
         ),
         FunctionJobPage=_page("FunctionJobStatusModel"),
-        FunctionRunRow=_obj(
-            {
-                **run,
-                "BusinessFunctionId": _STR,
-                "Source": _wrapped("FunctionJobSource"),
-                "ScheduleId": _STR,
-                "TriggerBindingId": _STR,
-                "ActionId": _STR,
-                "EntityId": _STR,
-            }
-        ),
+        FunctionRunRow=_obj({**run, **origin}),
         FunctionRunPage=_page("FunctionRunRow"),
         EntitySaveResponse=_obj(
             {
@@ -148,8 +137,7 @@ def _schemas() -> dict[str, Any]:
         FunctionCatalogEntry=_obj(
             {
                 "BusinessFunctionId": {"type": "string"},
-                "FunctionKey": _STR,
-                "Name": _STR,
+                **_strs("FunctionKey", "Name"),
                 "Scope": {"type": "string", "enum": ["Global", "Entity"]},
                 "CurrentPublishedContract": _wrapped("BusinessFunctionContract"),
                 "Revision": _INT,
@@ -167,8 +155,7 @@ def _schemas() -> dict[str, Any]:
         BindingSummaryPage=_page("BindingSummary"),
         ApiFunction=_obj(
             {
-                "BusinessFunctionId": _STR,
-                "FunctionKey": _STR,
+                **_strs("BusinessFunctionId", "FunctionKey"),
                 "Kind": _ref("BusinessFunctionApiPublicationKind"),
                 "IsEnabled": _BOOL,
                 "IsRetired": _BOOL,
@@ -179,16 +166,10 @@ def _schemas() -> dict[str, Any]:
         FunctionSchedule=_obj(
             {
                 "ScheduleId": {"type": "string"},
-                "BusinessFunctionId": _STR,
-                "FunctionKey": _STR,
-                "Cron": _STR,
-                "TimeZone": _STR,
+                **_strs("BusinessFunctionId", "FunctionKey", "Cron", "TimeZone"),
                 "Status": {"type": "string", "enum": ["Enabled", "Disabled"]},
                 "NextRunAt": _TIME,
-                "LastStatus": _STR,
-                "TargetHealth": _STR,
-                "ActiveJobId": _STR,
-                "ActiveJobRetryStopState": _STR,
+                **_strs("LastStatus", "TargetHealth", "ActiveJobId", "ActiveJobRetryStopState"),
             }
         ),
         FunctionSchedulePage=_page("FunctionSchedule"),
@@ -212,27 +193,6 @@ def _param(name: str, where: str = "path", schema: dict[str, Any] | None = None)
     }
 
 
-def _op(
-    op_id: str,
-    ok: str,
-    params: list[dict[str, Any]],
-    body: str | None = None,
-    errors: tuple[int, ...] = (400, 404),
-) -> dict[str, Any]:
-    responses: dict[str, Any] = {
-        "200": {"description": "OK", "content": {"application/json": {"schema": _ref(ok)}}}
-    }
-    for code in errors:
-        responses[str(code)] = {
-            "description": "Problem",
-            "content": {"application/problem+json": {"schema": _ref("ProblemDetails")}},
-        }
-    op: dict[str, Any] = {"operationId": op_id, "parameters": params, "responses": responses}
-    if body:
-        op["requestBody"] = {"content": {"application/json": {"schema": _ref(body)}}}
-    return op
-
-
 _DATE = {"type": "string", "format": "date-time"}
 # The list routes' filters as the platform documentation names them, and their schemas.
 FILTERS: tuple[tuple[str, dict[str, Any] | None], ...] = (
@@ -253,106 +213,91 @@ Renames = Mapping[str, Mapping[str, str | None]]
 
 def _filters(route: str, renames: Renames) -> list[dict[str, Any]]:
     """A list route's query parameters, under the names the installation gives them."""
-    out = []
-    for documented, schema in FILTERS:
-        name = renames.get(route, {}).get(documented, documented)
-        if name is not None:
-            out.append(_param(name, "query", schema))
-    return out
+    named = ((renames.get(route, {}).get(d, d), schema) for d, schema in FILTERS)
+    return [_param(name, "query", schema) for name, schema in named if name is not None]
+
+
+# The workspace's paths, shared with the routes that serve them (app.py).
+WS = "/api/workspace"
+FN = f"{WS}/functions"
+ADMIN = f"{WS}/admin"
+OPS = f"{ADMIN}/function-operations"
+CATALOG = f"{ADMIN}/function-catalog"
+SCHEDULES = f"{ADMIN}/function-schedules"
+RECORD = f"{WS}/entities/{{entityName}}/records/{{entityId}}"
+ACTION = "actions/{actionId}/enqueue"
+_JOB = "FunctionJobStatusModel"
+_ENQUEUED = "FunctionJobEnqueueResponse"
+_CONFLICT = (400, 404, 409)
 
 
 def build_document(renames: Renames | None = None) -> dict[str, Any]:
     """The document; ``renames`` (a profile's ``filter_names``) renames or drops filters."""
-    admin = "/api/workspace/admin"
     names = renames or {}
-    record = "/api/workspace/entities/{entityName}/records/{entityId}"
-    paths: dict[str, Any] = {
-        record: {
-            "put": _op(
-                "SaveEntityRecord",
-                "EntitySaveResponse",
-                [_param("entityName"), _param("entityId")],
-                errors=(400,),
-            )
-        },
-        f"{record}/actions/{{actionId}}/enqueue": {
-            "post": _op(
-                "EnqueueEntityAction",
-                "FunctionJobEnqueueResponse",
-                [_param("entityName"), _param("entityId"), _param("actionId")],
-                "ActionEnqueueRequest",
-                (400, 404),
-            )
-        },
-        "/api/workspace/actions/{actionId}/enqueue": {
-            "post": _op(
-                "EnqueueGlobalAction",
-                "FunctionJobEnqueueResponse",
-                [_param("actionId")],
-                "ActionEnqueueRequest",
-                (400, 404),
-            )
-        },
-        "/api/workspace/functions/{functionKey}/enqueue": {
-            "post": _op(
-                "EnqueueFunction",
-                "FunctionJobEnqueueResponse",
-                [_param("functionKey")],
-                "EnqueueRequest",
-                (400, 404, 409),
-            )
-        },
-        "/api/workspace/functions/jobs/{jobId}": {
-            "get": _op("GetFunctionJob", "FunctionJobStatusModel", [_param("jobId")])
-        },
-        "/api/workspace/functions/jobs/{jobId}/cancel": {
-            "post": _op(
-                "CancelFunctionJob", "FunctionJobStatusModel", [_param("jobId")], errors=(404, 409)
-            )
-        },
-        f"{admin}/function-operations/jobs": {
-            "get": _op("ListFunctionJobs", "FunctionJobPage", _filters("jobs", names))
-        },
-        f"{admin}/function-operations/jobs/{{jobId}}": {
-            "get": _op("GetFunctionOperationsJob", "FunctionJobStatusModel", [_param("jobId")])
-        },
-        f"{admin}/function-operations/jobs/{{jobId}}/stop-retries": {
-            "post": _op(
-                "StopFunctionJobRetries",
-                "FunctionJobStatusModel",
-                [_param("jobId")],
-                "StopRetriesRequest",
-                (400, 404, 409),
-            )
-        },
-        f"{admin}/function-operations/runs": {
-            "get": _op("ListFunctionRuns", "FunctionRunPage", _filters("runs", names))
-        },
-        f"{admin}/function-catalog": {"get": _op("ListFunctionCatalog", "FunctionCatalogPage", [])},
-        f"{admin}/function-catalog/binding-summaries": {
-            "get": _op("ListBindingSummaries", "BindingSummaryPage", [])
-        },
-        f"{admin}/function-catalog/{{functionId}}": {
-            "get": _op("GetFunctionCatalogEntry", "FunctionCatalogEntry", [_param("functionId")])
-        },
-        f"{admin}/api-functions": {"get": _op("ListApiFunctions", "ApiFunctionPage", [])},
-        f"{admin}/function-schedules": {
-            "get": _op("ListFunctionSchedules", "FunctionSchedulePage", [])
-        },
-        f"{admin}/function-schedules/{{scheduleId}}": {
-            "get": _op("GetFunctionSchedule", "FunctionSchedule", [_param("scheduleId")])
-        },
-        f"{admin}/legacy-imports": {"get": _op("ListLegacyImports", "LegacyImportPage", [])},
-    }
-    for project, model, request in (
-        ("net-operation-project", "NetOperationProjectBuild", "NetOperationProjectBuildRequest"),
-        ("ui-project", "WorkspaceUiBuild", "WorkspaceUiBuildRequest"),
+    paths: dict[str, Any] = {}
+
+    def add(
+        method: str,
+        path: str,
+        op_id: str,
+        ok: str,
+        body: str | None = None,
+        errors: tuple[int, ...] = (400, 404),
+        filters: str | None = None,
+    ) -> None:
+        """One operation: a list's parameters are its ``filters``, any other's its path's."""
+        if filters is not None:
+            params = _filters(filters, names)
+        else:
+            params = [_param(name) for name in re.findall(r"{(\w+)}", path)]
+        problem = {"application/problem+json": {"schema": _ref("ProblemDetails")}}
+        responses: dict[str, Any] = {
+            "200": {"description": "OK", "content": {"application/json": {"schema": _ref(ok)}}},
+            **{str(code): {"description": "Problem", "content": problem} for code in errors},
+        }
+        op: dict[str, Any] = {"operationId": op_id, "parameters": params, "responses": responses}
+        if body:
+            op["requestBody"] = {"content": {"application/json": {"schema": _ref(body)}}}
+        paths[path] = {method: op}
+
+    add("put", RECORD, "SaveEntityRecord", "EntitySaveResponse", errors=(400,))
+    add("post", f"{RECORD}/{ACTION}", "EnqueueEntityAction", _ENQUEUED, "ActionEnqueueRequest")
+    add("post", f"{WS}/{ACTION}", "EnqueueGlobalAction", _ENQUEUED, "ActionEnqueueRequest")
+    add(
+        "post",
+        f"{FN}/{{functionKey}}/enqueue",
+        "EnqueueFunction",
+        _ENQUEUED,
+        "EnqueueRequest",
+        _CONFLICT,
+    )
+    add("get", f"{FN}/jobs/{{jobId}}", "GetFunctionJob", _JOB)
+    add("post", f"{FN}/jobs/{{jobId}}/cancel", "CancelFunctionJob", _JOB, errors=(404, 409))
+    add("get", f"{OPS}/jobs", "ListFunctionJobs", "FunctionJobPage", filters="jobs")
+    add("get", f"{OPS}/jobs/{{jobId}}", "GetFunctionOperationsJob", _JOB)
+    add(
+        "post",
+        f"{OPS}/jobs/{{jobId}}/stop-retries",
+        "StopFunctionJobRetries",
+        _JOB,
+        "StopRetriesRequest",
+        _CONFLICT,
+    )
+    add("get", f"{OPS}/runs", "ListFunctionRuns", "FunctionRunPage", filters="runs")
+    add("get", CATALOG, "ListFunctionCatalog", "FunctionCatalogPage")
+    add("get", f"{CATALOG}/binding-summaries", "ListBindingSummaries", "BindingSummaryPage")
+    add("get", f"{CATALOG}/{{functionId}}", "GetFunctionCatalogEntry", "FunctionCatalogEntry")
+    add("get", f"{ADMIN}/api-functions", "ListApiFunctions", "ApiFunctionPage")
+    add("get", SCHEDULES, "ListFunctionSchedules", "FunctionSchedulePage")
+    add("get", f"{SCHEDULES}/{{scheduleId}}", "GetFunctionSchedule", "FunctionSchedule")
+    add("get", f"{ADMIN}/legacy-imports", "ListLegacyImports", "LegacyImportPage")
+    for project, model in (
+        ("net-operation-project", "NetOperationProjectBuild"),
+        ("ui-project", "WorkspaceUiBuild"),
     ):
         tag = model.removesuffix("Build")
-        paths[f"{admin}/{project}/builds"] = {"post": _op(f"Submit{tag}Build", model, [], request)}
-        paths[f"{admin}/{project}/builds/{{buildId}}"] = {
-            "get": _op(f"Get{tag}Build", model, [_param("buildId")])
-        }
+        add("post", f"{ADMIN}/{project}/builds", f"Submit{tag}Build", model, f"{model}Request")
+        add("get", f"{ADMIN}/{project}/builds/{{buildId}}", f"Get{tag}Build", model)
     return {
         "openapi": "3.0.1",
         "info": {"title": "Moltaro Workspace API (simulated)", "version": "v1"},

@@ -9,19 +9,30 @@ from typing import Any
 from aiohttp import web
 
 from orchestrator.simulator import catalog
-from orchestrator.simulator.bodies import BadRequest, field, opt_bool, opt_str, read_object
 from orchestrator.simulator.cron import Cron, CronError
-from orchestrator.simulator.enums import CONTRACT, JOB_SOURCE, NET_BUILD_KIND, UI_BUILD_KIND
+from orchestrator.simulator.enums import CONTRACT, JOB_SOURCE
 from orchestrator.simulator.faults import FaultRuleError, parse_rules
 from orchestrator.simulator.keys import SIM_ID, STATE
 from orchestrator.simulator.model import JobMeta
-from orchestrator.simulator.present import json_response, present, problem
+from orchestrator.simulator.present import (
+    BadRequest,
+    field,
+    json_response,
+    opt_bool,
+    opt_str,
+    parse_enum,
+    present,
+    present_view,
+    problem,
+    read_object,
+)
 from orchestrator.simulator.profiles import (
     Profile,
     build_behaviour_with,
     builtin_profiles,
     job_behaviour_with,
 )
+from orchestrator.simulator.routes_workspace import BUILD_KINDS, found
 from orchestrator.simulator.schedules import Schedule
 from orchestrator.simulator.scripted import ScriptedBuild, ScriptedJob, ScriptError
 from orchestrator.simulator.state import Publication, valid_id
@@ -38,13 +49,13 @@ async def reset(request: web.Request) -> web.Response:
     return json_response({"reset": True})
 
 
+_SETTINGS = ("camel_case", "enums_as_names", "request_log")
+
+
 def _settings_body(request: web.Request) -> dict[str, Any]:
     st = request.app[STATE]
-    return {
-        "camel_case": st.settings.camel_case,
-        "enums_as_names": st.settings.enums_as_names,
-        "request_log": st.log.enabled,
-    }
+    values = (st.settings.camel_case, st.settings.enums_as_names, st.log.enabled)
+    return dict(zip(_SETTINGS, values, strict=True))
 
 
 async def get_settings(request: web.Request) -> web.Response:
@@ -54,7 +65,7 @@ async def get_settings(request: web.Request) -> web.Response:
 async def put_settings(request: web.Request) -> web.Response:
     st = request.app[STATE]
     body = await read_object(request, required=True)
-    unknown = set(body) - {"camel_case", "enums_as_names", "request_log"}
+    unknown = set(body) - set(_SETTINGS)
     if unknown:
         raise BadRequest(f"Unknown setting {sorted(unknown)[0]!r}.")
     values = {k: opt_bool(body, k) for k in body}
@@ -97,9 +108,7 @@ async def script(request: web.Request) -> web.Response:
     now = st.clock()
     try:
         if short == "job":
-            key = body.get("function_key") or "scripted.job"
-            if not isinstance(key, str) or not valid_id(key):
-                raise BadRequest("function_key must be a valid function key.")
+            key = _function_key(body.get("function_key") or "scripted.job")
             meta = JobMeta(
                 job_id=rid or st.new_id("job"),
                 function_key=key,
@@ -108,17 +117,14 @@ async def script(request: web.Request) -> web.Response:
                 correlation_id=opt_str(body, "correlation_id"),
                 # As the platform: null unless a publication declares it.
                 timeout_seconds=_seconds(body, "timeout_seconds", None),
-                max_attempts=_int(body, "max_attempts", 3),
+                max_attempts=_int(body.get("max_attempts", 3), "max_attempts", 1, 100),
                 retry_delay_s=float(_seconds(body, "retry_delay_s", 5) or 0),
             )
             st.add_job(ScriptedJob(meta, body.get("steps"), st.new_id))
             rid = meta.job_id
         else:
-            enum = NET_BUILD_KIND if short == "net" else UI_BUILD_KIND
             raw_kind = body.get("build_kind", "Build")
-            build_kind = enum.parse(raw_kind)
-            if build_kind is None:
-                raise BadRequest(f"build_kind must be one of {[n for n, _ in enum.members]}.")
+            build_kind = parse_enum(BUILD_KINDS[short], raw_kind, "build_kind")
             rid = rid or st.new_id("bld")
             st.builds[short][rid] = ScriptedBuild(rid, short, build_kind, now, body.get("steps"))
     except ScriptError as exc:
@@ -127,20 +133,21 @@ async def script(request: web.Request) -> web.Response:
     return json_response({"id": rid, "kind": kind, "status_url": url.format(rid)}, status=201)
 
 
-def _int(body: dict[str, Any], name: str, default: int) -> int:
-    value = body.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100:
-        raise BadRequest(f"{name} must be an integer from 1 to 100.")
+def _int(value: object, name: str, lo: int, hi: int, or_else: str = "") -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise BadRequest(f"{name} must be an integer from {lo} to {hi}{or_else}.")
     return value
 
 
 def _seconds(body: dict[str, Any], name: str, default: int | None) -> int | None:
     value = body.get(name, default)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 86400:
-        raise BadRequest(f"{name} must be an integer from 0 to 86400 or null.")
-    return value
+    return None if value is None else _int(value, name, 0, 86400, " or null")
+
+
+def _function_key(key: object) -> str:
+    if not isinstance(key, str) or not valid_id(key):
+        raise BadRequest("function_key must be a valid function key.")
+    return key
 
 
 def _function_id(key: str) -> str:
@@ -155,9 +162,8 @@ async def create_job(request: web.Request) -> web.Response:
     key = opt_str(body, "FunctionKey")
     if key is None or not valid_id(key):
         raise BadRequest("FunctionKey is required.")
-    source = JOB_SOURCE.parse(field(body, "Source") if field(body, "Source") is not None else 0)
-    if source is None:
-        raise BadRequest(f"Source must be one of {[n for n, _ in JOB_SOURCE.members]}.")
+    raw_source = field(body, "Source")
+    source = parse_enum(JOB_SOURCE, 0 if raw_source is None else raw_source, "Source")
     job, _ = st.enqueue(
         key,
         now=st.clock(),
@@ -170,8 +176,7 @@ async def create_job(request: web.Request) -> web.Response:
         publication=Publication(_function_id(key), None),
     )
     request[SIM_ID] = job.meta.job_id
-    view = job.view(st.clock())
-    return json_response(present(view.body if view else {}, "job", st.settings), status=201)
+    return json_response(present_view(job, "job", st.settings, st.clock()), status=201)
 
 
 async def create_jobs_bulk(request: web.Request) -> web.Response:
@@ -183,12 +188,8 @@ async def create_jobs_bulk(request: web.Request) -> web.Response:
     """
     st = request.app[STATE]
     body = await read_object(request, required=True)
-    count = body.get("count")
-    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 200_000:
-        raise BadRequest("count must be an integer from 1 to 200000.")
-    key = body.get("function_key", "bench.job")
-    if not isinstance(key, str) or not valid_id(key):
-        raise BadRequest("function_key must be a valid function key.")
+    count = _int(body.get("count"), "count", 1, 200_000)
+    key = _function_key(body.get("function_key", "bench.job"))
     now = st.clock()
     # 100,000 long-lived jobs: the collector need not walk them now or later
     # (a full collection over them stalled every request for ~0.15-0.25 s).
@@ -227,12 +228,11 @@ async def create_schedule(request: web.Request) -> web.Response:
     if row is None and key is None:
         raise BadRequest("BusinessFunctionId of a catalog function, or a FunctionKey, is required.")
     enabled = opt_bool(body, "Enabled")
+    key = row.function_key if row else (key or "")
     schedule = Schedule(
         schedule_id=sid,
-        business_function_id=row.business_function_id
-        if row
-        else catalog.ad_hoc_function_id(key or ""),
-        function_key=row.function_key if row else (key or ""),
+        business_function_id=row.business_function_id if row else catalog.ad_hoc_function_id(key),
+        function_key=key,
         cron=_cron(body),
         time_zone=_zone(body),
         enabled=True if enabled is None else enabled,
@@ -267,8 +267,7 @@ async def patch_schedule(request: web.Request) -> web.Response:
     st = request.app[STATE]
     schedule = st.schedules.schedules.get(request.match_info["scheduleId"])
     body = await read_object(request, required=True)
-    if schedule is None:
-        return problem(404, "No schedule with this id.")
+    schedule = found(schedule, "No schedule with this id.")
     enabled = opt_bool(body, "Enabled")
     if enabled is not None:
         schedule.enabled = enabled
@@ -283,8 +282,7 @@ async def patch_schedule(request: web.Request) -> web.Response:
 
 async def delete_schedule(request: web.Request) -> web.Response:
     gone = request.app[STATE].schedules.remove(request.match_info["scheduleId"])
-    if gone is None:
-        return problem(404, "No schedule with this id.")
+    found(gone, "No schedule with this id.")
     return web.Response(status=204)
 
 
@@ -339,22 +337,3 @@ async def put_profile(request: web.Request) -> web.Response:
         raise BadRequest(str(exc)) from None
     st.profile = profile
     return await get_profile(request)
-
-
-def add_routes(app: web.Application) -> None:
-    r = app.router
-    r.add_post("/_sim/reset", reset, name="control.reset")
-    r.add_get("/_sim/settings", get_settings, name="control.get_settings")
-    r.add_put("/_sim/settings", put_settings, name="control.put_settings")
-    r.add_get("/_sim/faults", get_faults, name="control.get_faults")
-    r.add_put("/_sim/faults", put_faults, name="control.put_faults")
-    r.add_post("/_sim/script", script, name="control.script")
-    r.add_post("/_sim/jobs", create_job, name="control.jobs")
-    r.add_post("/_sim/jobs/bulk", create_jobs_bulk, name="control.jobs_bulk")
-    r.add_get("/_sim/requests", requests_log, name="control.requests")
-    r.add_get("/_sim/stats", stats, name="control.stats")
-    r.add_post("/_sim/schedules", create_schedule, name="control.create_schedule")
-    r.add_patch("/_sim/schedules/{scheduleId}", patch_schedule, name="control.patch_schedule")
-    r.add_delete("/_sim/schedules/{scheduleId}", delete_schedule, name="control.delete_schedule")
-    r.add_get("/_sim/profile", get_profile, name="control.get_profile")
-    r.add_put("/_sim/profile", put_profile, name="control.put_profile")

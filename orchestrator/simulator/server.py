@@ -6,7 +6,6 @@ import asyncio
 import signal
 import sys
 from pathlib import Path
-from types import TracebackType
 
 from aiohttp import web
 
@@ -57,12 +56,7 @@ class RunningSimulator:
     async def __aenter__(self) -> RunningSimulator:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
 
@@ -88,22 +82,15 @@ async def start_simulator(
         front = state.profile.fast_reads
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    # With the front, aiohttp listens on a private loopback port behind it.
-    site = web.TCPSite(runner, "127.0.0.1" if front else host, 0 if front else port)
     try:
+        # With the front, aiohttp listens on a private loopback port behind it.
+        site = web.TCPSite(runner, "127.0.0.1" if front else host, 0 if front else port)
         await site.start()
-    except BaseException:
-        await runner.cleanup()
-        raise
-    bound_port = port
-    for address in runner.addresses:
-        if isinstance(address, tuple):
-            bound_port = int(address[1])
-            break
-    if not front:
-        return RunningSimulator(runner, host, bound_port)
-    shared = Front(state, "127.0.0.1", bound_port)
-    try:
+        addresses = [a for a in runner.addresses if isinstance(a, tuple)]
+        bound_port = int(addresses[0][1]) if addresses else port
+        if not front:
+            return RunningSimulator(runner, host, bound_port)
+        shared = Front(state, "127.0.0.1", bound_port)
         server = await asyncio.get_running_loop().create_server(shared.protocol, host, port)
     except BaseException:
         await runner.cleanup()
