@@ -8,13 +8,31 @@ publication on a non-Job contract, a retired key and a disabled key.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
+from typing import Any, ClassVar, cast
 
 from orchestrator.simulator.enums import BINDING_SOURCE, CONTRACT, PUBLICATION_KIND
 
 
+class _Row:
+    __slots__ = ()
+    WIRE: ClassVar[tuple[str, ...]]  # the wire's name for each field, in field order
+
+    def body(self) -> dict[str, object]:
+        """The row as the admin routes answer it."""
+        return dict(zip(self.WIRE, astuple(cast(Any, self)), strict=True))
+
+
 @dataclass(frozen=True, slots=True)
-class FunctionRow:
+class FunctionRow(_Row):
+    WIRE = (
+        "BusinessFunctionId",
+        "FunctionKey",
+        "Name",
+        "Scope",
+        "CurrentPublishedContract",
+        "Revision",
+    )
     business_function_id: str
     function_key: str
     name: str
@@ -24,7 +42,8 @@ class FunctionRow:
 
 
 @dataclass(frozen=True, slots=True)
-class BindingRow:
+class BindingRow(_Row):
+    WIRE = ("BindingId", "BusinessFunctionId", "Source", "EntityName")
     binding_id: str
     business_function_id: str
     source: int
@@ -32,7 +51,8 @@ class BindingRow:
 
 
 @dataclass(frozen=True, slots=True)
-class PublicationRow:
+class PublicationRow(_Row):
+    WIRE = ("BusinessFunctionId", "FunctionKey", "Kind", "IsEnabled", "IsRetired", "TimeoutSeconds")
     business_function_id: str
     function_key: str
     kind: int
@@ -160,37 +180,6 @@ def trigger_bindings(entity_name: str) -> list[BindingRow]:
     return [
         b for b in BINDINGS if b.source == trigger and b.entity_name.lower() == entity_name.lower()
     ]
-
-
-def function_body(row: FunctionRow) -> dict[str, object]:
-    return {
-        "BusinessFunctionId": row.business_function_id,
-        "FunctionKey": row.function_key,
-        "Name": row.name,
-        "Scope": row.scope,
-        "CurrentPublishedContract": row.contract,
-        "Revision": row.revision,
-    }
-
-
-def binding_body(row: BindingRow) -> dict[str, object]:
-    return {
-        "BindingId": row.binding_id,
-        "BusinessFunctionId": row.business_function_id,
-        "Source": row.source,
-        "EntityName": row.entity_name,
-    }
-
-
-def publication_body(row: PublicationRow) -> dict[str, object]:
-    return {
-        "BusinessFunctionId": row.business_function_id,
-        "FunctionKey": row.function_key,
-        "Kind": row.kind,
-        "IsEnabled": row.is_enabled,
-        "IsRetired": row.is_retired,
-        "TimeoutSeconds": row.timeout_seconds,
-    }
 
 
 def ad_hoc_function_id(function_key: str) -> str:

@@ -327,26 +327,24 @@ async def stop_retries(request: web.Request) -> web.Response:
 
 
 async def catalog_list(request: web.Request) -> web.Response:
-    rows = [catalog.function_body(f) for f in catalog.FUNCTIONS]
+    rows = [f.body() for f in catalog.FUNCTIONS]
     return json_response(present_list(rows, "function", request.app[STATE].settings))
 
 
 async def bindings(request: web.Request) -> web.Response:
-    rows = [catalog.binding_body(b) for b in catalog.BINDINGS]
+    rows = [b.body() for b in catalog.BINDINGS]
     return json_response(present_list(rows, "binding", request.app[STATE].settings))
 
 
 async def api_functions(request: web.Request) -> web.Response:
-    rows = [catalog.publication_body(p) for p in catalog.PUBLICATIONS]
+    rows = [p.body() for p in catalog.PUBLICATIONS]
     return json_response(present_list(rows, "publication", request.app[STATE].settings))
 
 
 async def catalog_one(request: web.Request) -> web.Response:
     row = catalog.FUNCTIONS_BY_ID.get(request.match_info["functionId"])
     row = found(row, "No function with this BusinessFunctionId.")
-    return json_response(
-        present(catalog.function_body(row), "function", request.app[STATE].settings)
-    )
+    return json_response(present(row.body(), "function", request.app[STATE].settings))
 
 
 async def legacy_imports(request: web.Request) -> web.Response:
