@@ -50,9 +50,7 @@ class MemoryLog:
 
     def _check_new_events(self, events: Iterable[NewEvent | None]) -> None:
         seen: set[str] = set()
-        for event in events:
-            if event is None:
-                continue
+        for event in filter(None, events):
             if event.event_id in self._event_ids or event.event_id in seen:
                 raise StoreError(f"event_id {event.event_id} already exists")
             seen.add(event.event_id)
@@ -120,9 +118,6 @@ class MemoryLog:
         for delivery in due:
             delivery.next_attempt_at = now + lease_s
         return [replace(d) for d in due]
-
-    async def pending_destinations(self) -> list[str]:
-        return sorted(await self.outbox_pending_counts())
 
     async def outbox_pending_counts(self) -> dict[str, int]:
         self._read()

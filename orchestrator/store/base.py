@@ -309,7 +309,8 @@ class Store(ActiveSource, Protocol):
         commit of that state on, whether or not this process has heard of it."""
 
     async def pending_destinations(self) -> list[str]:
-        """Destinations that have pending deliveries (configured or not)."""
+        """Destinations that have pending deliveries (configured or not), sorted."""
+        return sorted(await self.outbox_pending_counts())
 
     async def mark_delivered(self, delivery_id: int, at: float, status: int) -> None: ...
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+import time
 from collections.abc import Awaitable, Callable, Container, Iterable, Sequence
 from types import ModuleType
 from typing import Any, TypeVar
@@ -25,6 +26,7 @@ from orchestrator.store.base import (
     DisabledSink,
     EventRecord,
     Finish,
+    NewEvent,
     NewTracking,
     PollUpdate,
     ReplaySpan,
@@ -32,6 +34,7 @@ from orchestrator.store.base import (
     TrackingQuery,
     WorkClassSummary,
 )
+from orchestrator.store.queries import TRACKING_COLUMNS
 from orchestrator.vocabulary import Outcome, TrackingState
 
 MAX_PAGE = 1000
@@ -88,37 +91,18 @@ def load(blob: bytes | str | None) -> Any:
     return None if blob is None else orjson.loads(blob)
 
 
+TRACKING_FIELDS = tuple(c.strip() for c in TRACKING_COLUMNS.split(","))  # Tracking's names
+
+
 def tracking(row: Sequence[Any]) -> Tracking:
-    """A row of ``queries.TRACKING_COLUMNS``."""
-    return Tracking(
-        tracking_id=row[0],
-        workspace=row[1],
-        kind=row[2],
-        remote_id=row[3],
-        state=_STATES[row[4]],
-        outcome=_OUTCOMES[row[5]],
-        remote_status=row[6],
-        remote=load(row[7]),
-        result=load(row[8]),
-        polls=row[9],
-        last_polled_at=row[10],
-        next_poll_at=row[11],
-        last_error=load(row[12]),
-        deadline_at=row[13],
-        created_at=row[14],
-        terminal_at=row[15],
-        labels=load(row[16]) or {},
-        correlation_id=row[17],
-        callback_url=row[18],
-        notify=row[19],
-        remote_fingerprint=row[20],
-        remote_digest=row[21],
-        deadline_source=row[22],
-        work_class=row[23],
-        work_started_at=row[24],
-        traceparent=row[25],
-        tracestate=row[26],
-    )
+    """A row of ``queries.TRACKING_COLUMNS``, by name (CLAIM's lease columns after them
+    are left out), with the enums and the JSON decoded."""
+    v = dict(zip(TRACKING_FIELDS, row, strict=False))
+    v["state"], v["outcome"] = _STATES[v["state"]], _OUTCOMES[v["outcome"]]
+    for name in ("remote", "result", "last_error"):
+        v[name] = load(v[name])
+    v["labels"] = load(v["labels"]) or {}
+    return Tracking(**v)
 
 
 def new_tracking(item: NewTracking) -> Tracking:
@@ -165,7 +149,7 @@ def insert_tracking_params(item: NewTracking) -> tuple[Any, ...]:
         item.callback_url,
         item.notify,
         item.deadline_source,
-        None if item.remote is None else dump(item.remote),
+        dump(item.remote),
         item.work_class,
         item.traceparent,
         item.tracestate,
@@ -183,36 +167,17 @@ def label_rows(items: Sequence[NewTracking], created: Container[str]) -> list[tu
 
 
 def delivery(row: Sequence[Any]) -> Delivery:
-    """A row of ``queries.DELIVERY_COLUMNS``."""
-    return Delivery(
-        delivery_id=row[0],
-        event_seq=row[1],
-        event_id=row[2],
-        destination=row[3],
-        url=row[4],
-        state=row[5],
-        attempts=row[6],
-        next_attempt_at=row[7],
-        created_at=row[8],
-        event_time=row[9],
-        payload=bytes(row[10]),
-        last_status=row[11],
-        last_error=row[12],
-        delivered_at=row[13],
-    )
+    """A row of ``queries.DELIVERY_COLUMNS`` (Delivery's fields in order)."""
+    r = list(row)
+    r[10] = bytes(r[10])
+    return Delivery(*r)
 
 
 def event(row: Sequence[Any]) -> EventRecord:
-    """A row of ``queries.EVENT_COLUMNS``."""
-    return EventRecord(
-        seq=row[0],
-        event_id=row[1],
-        tracking_id=row[2],
-        type=row[3],
-        time=row[4],
-        payload=bytes(row[5]),
-        sink=row[6],
-    )
+    """A row of ``queries.EVENT_COLUMNS`` (EventRecord's fields in order)."""
+    r = list(row)
+    r[5] = bytes(r[5])
+    return EventRecord(*r)
 
 
 # -- writes ---------------------------------------------------------------------------
@@ -296,6 +261,16 @@ class SqlShared:
     _NO_LIMIT: int | None  # load_active's LIMIT for no limit
     _fetch: Callable[..., Awaitable[list[Any]]]  # (sql, *params): the rows
     _execute: Callable[..., Awaitable[int]]  # (sql, *params): one write, the rows changed
+    # (sql, event, *params): a sink's state changed by one write, with its event; False,
+    # with nothing written, when the write changed nothing.
+    _change_sink: Callable[..., Awaitable[bool]]
+
+    async def check_writable(self) -> bool:
+        try:
+            await self._execute(self._q.PROBE_WRITE, time.time())
+        except StoreError:  # PostgreSQL's pool raises every failure as one
+            return False
+        return True
 
     async def get_tracking(self, tracking_id: str) -> Tracking | None:
         rows = await self._fetch(self._q.TRACKING_BY_ID, tracking_id)
@@ -334,15 +309,19 @@ class SqlShared:
         rows = await self._fetch(self._q.LAST_EVENT_SEQ)
         return int(rows[0][0]) if rows else 0
 
-    async def pending_destinations(self) -> list[str]:
-        return [row[0] for row in await self._fetch(self._q.PENDING_DESTINATIONS)]
-
     async def outbox_pending_counts(self) -> dict[str, int]:
         return {row[0]: int(row[1]) for row in await self._fetch(self._q.PENDING_COUNTS)}
 
     async def disabled_sinks(self) -> list[DisabledSink]:
         rows = await self._fetch(self._q.DISABLED_SINKS)
         return [DisabledSink(str(r[0]), float(r[1]), str(r[2])) for r in rows]
+
+    async def disable_sink(self, sink: DisabledSink, event: NewEvent) -> bool:
+        params = (sink.destination, sink.since, sink.reason)
+        return await self._change_sink(self._q.DISABLE_SINK, event, *params)
+
+    async def enable_sink(self, destination: str, event: NewEvent) -> bool:
+        return await self._change_sink(self._q.ENABLE_SINK, event, destination)
 
     async def load_work_classes(self) -> list[WorkClassSummary]:
         rows = await self._fetch(self._q.WORK_CLASSES)
@@ -371,6 +350,11 @@ class SqlShared:
         bounds = (span.after_seq, min(span.until_seq, 2**62), since, until)
         sql = self._q.REPLAY_DELIVERIES
         return await self._execute(sql, destination, now, now, *bounds, destination)
+
+    async def redrive_delivery(self, delivery_id: int, now: float) -> Delivery | None:
+        if not await self._execute(self._q.REDRIVE_DELIVERY, now, delivery_id):
+            return None
+        return await self.get_delivery(delivery_id)
 
     async def mark_delivered(self, delivery_id: int, at: float, status: int) -> None:
         await self._execute(self._q.MARK_DELIVERED, at, status, delivery_id)

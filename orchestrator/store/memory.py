@@ -179,8 +179,7 @@ class MemoryStore(MemoryLog, Store):
             del self._by_remote[(t.workspace, t.kind, t.remote_id)]
         for seq in seqs:
             self._event_ids.discard(self._events.pop(seq).event_id)
-        for delivery_id in [i for i, d in self._deliveries.items() if d.event_seq in seqs]:
-            del self._deliveries[delivery_id]
+        self._deliveries = {i: d for i, d in self._deliveries.items() if d.event_seq not in seqs}
         return len(doomed) + len(operational)
 
     def _is_active(self, tracking_id: str) -> bool:

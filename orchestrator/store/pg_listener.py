@@ -65,9 +65,8 @@ class Listener:
             await conn.add_listener(q.CHANNEL, self._notified)
             self._up(True)
             # Whatever happened while no one listened: wake everything once.
-            self._on_message("work")
-            self._on_message("events")
-            self._on_message("sinks")
+            for payload in ("work", "events", "sinks"):
+                self._on_message(payload)
             while not stop.is_set() and not lost.is_set():
                 await wait_event(stop, CHECK_S)
                 if not stop.is_set():

@@ -49,7 +49,7 @@ CREATE_SCHEMA_VERSION = (
 )
 SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM schema_version"
 RECORD_MIGRATION = "INSERT INTO schema_version (version, name, applied_at) VALUES ($1, $2, $3)"
-PROBE_WRITE = f"UPDATE store_probe SET at = {NOW} WHERE id = 1"
+PROBE_WRITE = numbered(queries.PROBE_WRITE)
 
 # -- trackings ------------------------------------------------------------------------------
 
@@ -291,7 +291,6 @@ MARK_RETRY = numbered(queries.MARK_RETRY)
 MARK_DEAD = numbered(queries.MARK_DEAD)
 REDRIVE_DELIVERY = numbered(queries.REDRIVE_DELIVERY)
 REPLAY_DELIVERIES = numbered(queries.REPLAY_DELIVERIES)
-PENDING_DESTINATIONS = numbered(queries.PENDING_DESTINATIONS)
 PENDING_COUNTS = numbered(queries.PENDING_COUNTS)
 
 # -- sinks ----------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ batch to one round trip of an already planned statement.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,12 +36,12 @@ from orchestrator.store import pg_queries as q
 from orchestrator.store.base import (
     Claimed,
     Delivery,
-    DisabledSink,
     Finish,
     NewEvent,
     NewTracking,
     PollUpdate,
     Renewal,
+    Store,
     Tracking,
     WorkClassMerge,
     WorkClassSummary,
@@ -59,18 +60,14 @@ class LeaseBook:
     def __len__(self) -> int:
         return len(self.tokens)
 
-    def hold(self, tracking_id: str, token: int) -> None:
-        self.tokens[tracking_id] = token
-
     def drop(self, tracking_ids: Sequence[str]) -> None:
         for tracking_id in tracking_ids:
             self.tokens.pop(tracking_id, None)
 
     def arrays(self, tracking_ids: Sequence[str] | None = None) -> tuple[list[str], list[int]]:
-        ids = list(self.tokens) if tracking_ids is None else [
-            t for t in tracking_ids if t in self.tokens
-        ]  # fmt: skip
-        ids.sort()
+        ids = sorted(
+            self.tokens if tracking_ids is None else (t for t in tracking_ids if t in self.tokens)
+        )
         return ids, [self.tokens[t] for t in ids]
 
 
@@ -102,7 +99,7 @@ def poll_rows(updates: Sequence[PollUpdate], tokens: dict[str, int]) -> list[lis
     return [[*row, tokens[row[0]]] for row in codec.fold_polls(held)]
 
 
-class PostgresStore(codec.SqlShared):
+class PostgresStore(codec.SqlShared, Store):
     shares_work = True
     _q = q
     _NO_LIMIT = None
@@ -150,11 +147,10 @@ class PostgresStore(codec.SqlShared):
 
     async def close(self) -> None:
         if self._pool.is_open:
-            try:
+            # The database may be gone: our heartbeat then simply stops.
+            with contextlib.suppress(Exception):
                 async with self._pool.connection("leaving", transaction=False) as conn:
                     await conn.execute(q.FORGET_REPLICAS, self.replica_id)
-            except Exception:
-                pass  # the database is gone: our heartbeat simply stops
         await self._pool.close()
         await self._lease_pool.close()
 
@@ -165,13 +161,6 @@ class PostgresStore(codec.SqlShared):
     async def _execute(self, sql: str, *args: Any) -> int:
         async with self._pool.connection("store write failed", transaction=False) as conn:
             return _count(str(await conn.execute(sql, *args)))
-
-    async def check_writable(self) -> bool:
-        try:
-            await self._execute(q.PROBE_WRITE)
-        except Exception:
-            return False
-        return True
 
     # -- trackings ----------------------------------------------------------------------
 
@@ -194,8 +183,7 @@ class PostgresStore(codec.SqlShared):
                 keys = _columns([(i.workspace, i.kind, i.remote_id) for i in known], 3)
                 for row in await conn.fetch(q.TRACKINGS_BY_REMOTE, *keys):
                     existing[row[1], row[2], row[3]] = codec.tracking(row)
-        for tracking_id, token in leases.items():
-            self.book.hold(tracking_id, token)
+        self.book.tokens.update(leases)
         return [
             (codec.new_tracking(item), True)
             if item.tracking_id in leases
@@ -266,7 +254,7 @@ class PostgresStore(codec.SqlShared):
         claimed = Claimed()
         for row in rows:
             token, previous = row[q.CLAIM_TOKEN], row[q.CLAIM_TOKEN + 1]
-            self.book.hold(row[0], int(token))
+            self.book.tokens[row[0]] = int(token)
             claimed.trackings.append(codec.tracking(row))
             if previous is not None and previous != self.replica_id:
                 claimed.takeovers += 1
@@ -307,30 +295,17 @@ class PostgresStore(codec.SqlShared):
         rows = await self._fetch(q.CLAIM_DELIVERIES, destination, now, limit, now + lease_s)
         return [codec.delivery(row) for row in rows]
 
-    async def redrive_delivery(self, delivery_id: int, now: float) -> Delivery | None:
-        if not await self._execute(q.REDRIVE_DELIVERY, now, delivery_id):
-            return None
-        return await self.get_delivery(delivery_id)
-
     # -- sinks --------------------------------------------------------------------------
 
-    async def disable_sink(self, sink: DisabledSink, event: NewEvent) -> bool:
+    async def _change_sink(self, sql: str, event: NewEvent, *params: Any) -> bool:
+        """``sql``'s change of a sink's state, with its operational event appended under
+        the log's lock, and word of it to the other replicas (they adopt it)."""
         async with self._pool.connection("sink state not stored", transaction=True) as conn:
-            status = await conn.execute(q.DISABLE_SINK, sink.destination, sink.since, sink.reason)
-            return status == "INSERT 0 1" and await self._sink_changed(conn, event)
-
-    async def enable_sink(self, destination: str, event: NewEvent) -> bool:
-        async with self._pool.connection("sink state not stored", transaction=True) as conn:
-            status = await conn.execute(q.ENABLE_SINK, destination)
-            return status == "DELETE 1" and await self._sink_changed(conn, event)
-
-    @staticmethod
-    async def _sink_changed(conn: Any, event: NewEvent) -> bool:
-        """The operational event of a sink's change, appended under the log's lock, and
-        word of it to the other replicas (they adopt it)."""
-        await conn.execute(q.LOCK_EVENTS)
-        await conn.execute(q.INSERT_EVENTS, *_event_columns([(event, False)]))
-        await conn.execute(q.NOTIFY, q.CHANNEL, "sinks")
+            if _count(await conn.execute(sql, *params)) != 1:
+                return False
+            await conn.execute(q.LOCK_EVENTS)
+            await conn.execute(q.INSERT_EVENTS, *_event_columns([(event, False)]))
+            await conn.execute(q.NOTIFY, q.CHANNEL, "sinks")
         return True
 
     async def merge_work_classes(

@@ -183,10 +183,7 @@ DELIVERIES_BY_STATE = (
     f"SELECT {DELIVERY_COLUMNS} {_DELIVERY_FROM}"
     " WHERE d.state = ? AND d.delivery_id > ? ORDER BY d.delivery_id LIMIT ?"
 )
-DELIVERIES_ALL = (
-    f"SELECT {DELIVERY_COLUMNS} {_DELIVERY_FROM}"
-    " WHERE d.delivery_id > ? ORDER BY d.delivery_id LIMIT ?"
-)
+DELIVERIES_ALL = DELIVERIES_BY_STATE.replace("d.state = ? AND ", "")
 # A late success still counts when the delivery was given up meanwhile; attempts counts
 # every finished attempt (delivered, retry or dead).
 MARK_DELIVERED = (
@@ -215,9 +212,6 @@ REPLAY_DELIVERIES = (
     " ON CONFLICT (event_seq, destination) DO UPDATE SET state = 'pending', attempts = 0,"
     " next_attempt_at = excluded.next_attempt_at, last_status = NULL, last_error = NULL,"
     " delivered_at = NULL"
-)
-PENDING_DESTINATIONS = (
-    "SELECT DISTINCT destination FROM deliveries WHERE state = 'pending' ORDER BY destination"
 )
 PENDING_COUNTS = (
     "SELECT destination, count(*) FROM deliveries WHERE state = 'pending' GROUP BY destination"

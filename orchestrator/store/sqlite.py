@@ -13,7 +13,6 @@ import asyncio
 import fcntl
 import os
 import sqlite3
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, TypeVarTuple
@@ -25,7 +24,6 @@ from orchestrator.store import codec, queries
 from orchestrator.store import sqlite_writes as ops
 from orchestrator.store.base import (
     Delivery,
-    DisabledSink,
     Finish,
     NewEvent,
     NewTracking,
@@ -165,13 +163,6 @@ class SqliteStore(codec.SqlShared, Store):
     async def _execute(self, sql: str, *params: object) -> int:
         return await self._submit(ops.execute, sql, params)
 
-    async def check_writable(self) -> bool:
-        try:
-            await self._execute(queries.PROBE_WRITE, time.time())
-        except StoreError:
-            return False
-        return True
-
     async def create_trackings(self, items: Sequence[NewTracking]) -> list[tuple[Tracking, bool]]:
         if not items:
             return []
@@ -192,15 +183,8 @@ class SqliteStore(codec.SqlShared, Store):
         claim = ops.claim_deliveries
         return await self._submit(claim, destination, now, limit, lease_s, weight=max(1, limit))
 
-    async def redrive_delivery(self, delivery_id: int, now: float) -> Delivery | None:
-        return await self._submit(ops.redrive_delivery, delivery_id, now)
-
-    async def disable_sink(self, sink: DisabledSink, event: NewEvent) -> bool:
-        params = (sink.destination, sink.since, sink.reason)
-        return await self._submit(ops.change_sink, queries.DISABLE_SINK, params, event)
-
-    async def enable_sink(self, destination: str, event: NewEvent) -> bool:
-        return await self._submit(ops.change_sink, queries.ENABLE_SINK, (destination,), event)
+    async def _change_sink(self, sql: str, event: NewEvent, *params: object) -> bool:
+        return await self._submit(ops.change_sink, sql, params, event)
 
     async def merge_work_classes(
         self, merges: Sequence[WorkClassMerge], forget: Sequence[tuple[str, str, str]] = ()

@@ -36,9 +36,7 @@ def create_trackings(
         params = [v for item in chunk for v in codec.insert_tracking_params(item)]
         cursor = conn.execute(queries.insert_tracking_rows(len(chunk)), params)
         created.update(row[0] for row in cursor.fetchall())
-    labels = codec.label_rows(items, created)
-    if labels:
-        conn.executemany(queries.INSERT_LABEL, labels)
+    conn.executemany(queries.INSERT_LABEL, codec.label_rows(items, created))
     out: list[tuple[Tracking, bool]] = []
     for item in items:
         if item.tracking_id in created:
@@ -65,9 +63,8 @@ def record_polls(conn: sqlite3.Connection, updates: Sequence[PollUpdate]) -> Non
         if conn.execute(queries.record_poll_rows(1), row).rowcount:
             append_event(conn, update.event)
     _record_plain(conn, plain)
-    for update in updates:
-        if update.deadline is not None:
-            conn.execute(queries.SET_DEADLINE, (*update.deadline, update.tracking_id))
+    deadlines = [(*u.deadline, u.tracking_id) for u in updates if u.deadline is not None]
+    conn.executemany(queries.SET_DEADLINE, deadlines)
 
 
 def _record_plain(conn: sqlite3.Connection, updates: Sequence[PollUpdate]) -> None:
@@ -122,12 +119,6 @@ def claim_deliveries(
 def execute(conn: sqlite3.Connection, sql: str, params: Sequence[object]) -> int:
     """One statement; returns the rows it changed."""
     return int(conn.execute(sql, params).rowcount)
-
-
-def redrive_delivery(conn: sqlite3.Connection, delivery_id: int, now: float) -> Delivery | None:
-    if not conn.execute(queries.REDRIVE_DELIVERY, (now, delivery_id)).rowcount:
-        return None
-    return codec.delivery(conn.execute(queries.DELIVERY_BY_ID, (delivery_id,)).fetchone())
 
 
 def prune(conn: sqlite3.Connection, before: float, batch: int) -> int:
