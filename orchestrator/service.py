@@ -40,7 +40,7 @@ from orchestrator.looplag import LoopLagMonitor
 from orchestrator.metrics import Metrics
 from orchestrator.runtime import Runtime
 from orchestrator.store.base import Store
-from orchestrator.store.pg_listener import Listener
+from orchestrator.store.pg_connections import Listener
 from orchestrator.store.postgres import PostgresStore
 from orchestrator.store.sqlite import SqliteStore
 from orchestrator.tracker import Tracker

@@ -46,7 +46,7 @@ from orchestrator.store.base import (
     WorkClassMerge,
     WorkClassSummary,
 )
-from orchestrator.store.pg_pool import Pool, redacted
+from orchestrator.store.pg_connections import Pool, redacted
 from orchestrator.store.schema import migrate_postgres
 
 

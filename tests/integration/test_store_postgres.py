@@ -20,7 +20,7 @@ import pytest
 from orchestrator.errors import StoreError
 from orchestrator.store import DisabledSink, PostgresStore, ReplaySpan
 from orchestrator.store import pg_queries as q
-from orchestrator.store.pg_pool import redacted, store_error
+from orchestrator.store.pg_connections import redacted, store_error
 from orchestrator.store.postgres import poll_rows
 from orchestrator.store.schema import numbered_migrations
 from tests.unit.test_store_contract import add, event, finish, new, poll, sink_event
