@@ -1,10 +1,12 @@
-"""Time, passed in so that the engine can run against a fake clock in tests."""
+"""Time, passed in so that the engine can run against a fake clock in tests, and time
+as the wire writes it (RFC 3339 bodies, the Retry-After header)."""
 
 from __future__ import annotations
 
 import functools
 import time
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Protocol
 
 
@@ -42,3 +44,24 @@ def parse_iso(value: str) -> float:
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
     return dt.timestamp()
+
+
+def parse_retry_after(value: str | None, now: float) -> float | None:
+    """Seconds to wait from ``now`` by a Retry-After header (RFC 9110 §10.2.3), read
+    the same way everywhere: delta-seconds or an HTTP date.
+
+    None when absent or unreadable, so that the caller's own schedule applies;
+    never negative.
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None or when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - now)

@@ -27,9 +27,8 @@ from typing import Literal
 import orjson
 
 from orchestrator import tracing
-from orchestrator.clock import Clock, iso
+from orchestrator.clock import Clock, iso, parse_retry_after
 from orchestrator.events.cloudevents import CALLBACK, binary_mode
-from orchestrator.retry_after import parse_retry_after
 from orchestrator.store.base import Delivery
 from orchestrator.tracecontext import TraceContext, parse_traceparent
 from orchestrator.transport import Answer, AnswerTooLarge, Transport, TransportError

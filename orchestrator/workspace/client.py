@@ -19,7 +19,7 @@ from urllib.parse import quote, urlencode
 import orjson
 
 from orchestrator import tracing
-from orchestrator.clock import Clock
+from orchestrator.clock import Clock, parse_retry_after
 from orchestrator.config import WorkspaceConfig
 from orchestrator.errors import ConfigError, EnumResolutionError
 from orchestrator.interpret import EnumMap, fallback_enums, resolve_enums
@@ -29,7 +29,6 @@ from orchestrator.interpret.filters import (
     fallback_filter_names,
     resolve_filter_names,
 )
-from orchestrator.retry_after import parse_retry_after
 from orchestrator.transport import (
     Answer,
     AnswerTooLarge,

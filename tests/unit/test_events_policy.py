@@ -4,8 +4,8 @@ from email.utils import format_datetime
 
 import pytest
 
+from orchestrator.clock import parse_retry_after
 from orchestrator.events.attempt import RetryPolicy
-from orchestrator.retry_after import parse_retry_after
 
 T0 = 1_700_000_000.0
 
