@@ -27,7 +27,7 @@ from orchestrator import tracing
 from orchestrator.api.app import create_app
 from orchestrator.clock import SystemClock
 from orchestrator.config import Settings, api_tokens, split_listen
-from orchestrator.engine.elsewhere import HeldElsewhere
+from orchestrator.engine.cancel import HeldElsewhere
 from orchestrator.engine.engine import Engine
 from orchestrator.engine.replica import Replica
 from orchestrator.errors import ConfigError, ListenError

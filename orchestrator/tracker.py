@@ -28,7 +28,7 @@ from orchestrator.platform.stop_retries import StopAnswer
 from orchestrator.vocabulary import Kind, TrackingState
 
 if TYPE_CHECKING:
-    from orchestrator.engine.elsewhere import HeldElsewhere
+    from orchestrator.engine.cancel import HeldElsewhere
     from orchestrator.engine.engine import Engine
     from orchestrator.interpret.filters import FilterNames
     from orchestrator.metrics import Metrics

@@ -3,18 +3,32 @@
 A fresh status read decides, never our last poll; the cancel is forwarded only
 when that read says ``CanCancel: true``. Tracking goes on to the real terminal
 state either way: stopping polling would not stop the server's work.
+
+Intake, query, cancel and abandon answer the same on every replica. The replica
+holding the lease does the polling; any replica can forward a cancel
+(``HeldElsewhere``) or end a tracking as ``abandoned`` through the engine's
+finisher, as the holder would: the store accepts an abandon from a replica without
+the lease, and the holder's later writes are then refused because the tracking is
+terminal.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from orchestrator.engine.writer import abandoned_result
 from orchestrator.interpret import interpret
+from orchestrator.vocabulary import Outcome
 from orchestrator.workspace.client import WorkspaceClient
 from orchestrator.workspace.forwarded import failure
 from orchestrator.workspace.readresult import ReadResult
+
+if TYPE_CHECKING:
+    from orchestrator.engine.writer import Finisher
+    from orchestrator.metrics import Metrics
+    from orchestrator.store.base import Tracking
 
 
 @dataclass(slots=True)
@@ -69,3 +83,32 @@ def _failed(
 ) -> CancelAnswer:
     why = failure(read, doing, token)
     return CancelAnswer(why.status, remote_status, why.detail, why.retry_after, why.extra)
+
+
+class HeldElsewhere:
+    """Cancel and abandon of a tracking that another replica polls."""
+
+    def __init__(
+        self, clients: dict[str, WorkspaceClient], finisher: Finisher, metrics: Metrics
+    ) -> None:
+        self._clients, self._finisher, self._metrics = clients, finisher, metrics
+
+    async def cancel(self, t: Tracking) -> CancelAnswer | None:
+        client = self._clients.get(t.workspace)
+        if client is None:
+            return None
+        polls = self._metrics.polls_total
+        return await cancel(
+            client,
+            t.kind,
+            t.remote_id,
+            t.remote_status,
+            lambda result, _s: polls.labels(
+                workspace=t.workspace, kind=t.kind, result=result
+            ).inc(),
+        )
+
+    async def abandon(self, t: Tracking) -> Tracking | None:
+        """End it as ``abandoned`` with its terminal event; None if it ended meanwhile."""
+        result = abandoned_result(t.remote_id, t.remote_status)
+        return await self._finisher.finish_elsewhere(t, Outcome.ABANDONED, result)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 
-from orchestrator.engine.elsewhere import HeldElsewhere
+from orchestrator.engine.cancel import HeldElsewhere
 from orchestrator.store.base import NewTracking
 from orchestrator.workfilter import WorkFilter
 from tests.engine.harness import rig, run
