@@ -49,11 +49,9 @@ class WireEnum:
         }
 
 
-def _enum(schema: str, *names: str | tuple[str, int]) -> WireEnum:
-    members: list[tuple[str, int]] = []
-    for i, item in enumerate(names):
-        members.append(item if isinstance(item, tuple) else (item, i))
-    return WireEnum(schema, tuple(members))
+def _enum(schema: str, *names: str | None) -> WireEnum:
+    """Names in value order from 0; None skips a value the platform leaves unused."""
+    return WireEnum(schema, tuple((n, i) for i, n in enumerate(names) if n is not None))
 
 
 JOB_STATUS = _enum("FunctionJobStatus", "Queued", "Leased", "Completed", "Failed", "Cancelled")
@@ -70,27 +68,21 @@ NET_BUILD_KIND = _enum("NetOperationProjectBuildKind", "Build", "Check")
 UI_BUILD_KIND = _enum("WorkspaceUiBuildKind", "Check", "Build")
 CONTRACT = _enum(
     "BusinessFunctionContract",
-    ("Validation", 0),
-    ("BeforeSaveMutation", 1),
-    ("Action", 2),
-    ("Job", 3),
-    ("TriggerHandler", 5),
-    ("HttpEndpoint", 6),
-    ("Command", 7),
+    "Validation",
+    "BeforeSaveMutation",
+    "Action",
+    "Job",
+    None,  # 4: no member
+    "TriggerHandler",
+    "HttpEndpoint",
+    "Command",
 )
 PUBLICATION_KIND = _enum("BusinessFunctionApiPublicationKind", "Command", "Enqueue")
 BINDING_SOURCE = _enum("BusinessFunctionBindingSource", "EntitySave", "EntityTrigger")
 JOB_SOURCE = _enum("FunctionJobSource", "Api", "Schedule", "Trigger", "Action", "Test", "FollowUp")
 # A look-alike with other numbering that no status route references: the
 # interpreter must read enums through the route's own schema, never by name.
-LEGACY_JOB_STATE = _enum(
-    "LegacyJobState",
-    ("Pending", 0),
-    ("Running", 1),
-    ("Failed", 2),
-    ("Completed", 3),
-    ("Cancelled", 4),
-)
+LEGACY_JOB_STATE = _enum("LegacyJobState", "Pending", "Running", "Failed", "Completed", "Cancelled")
 
 ALL_ENUMS = (
     JOB_STATUS,
