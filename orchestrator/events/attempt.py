@@ -123,34 +123,29 @@ class RetryPolicy:
         error = f"HTTP {status}"
         if 300 <= status < 400:
             error += " (redirects are not followed)"
-        wait = None
-        if status in THROTTLING:
-            wait = parse_retry_after(retry_after, now)
-            if wait is not None:
-                error += f" (Retry-After {math.ceil(wait)} s)"
-        decision = self._retry(error, attempt, event_time, now, wait, status)
-        if status in THROTTLING and decision.result == "retry":
-            return Decision("retry", decision.next_attempt_at, error, status, throttle=True)
-        return decision
+        throttle = status in THROTTLING
+        wait = parse_retry_after(retry_after, now) if throttle else None
+        if wait is not None:
+            error += f" (Retry-After {math.ceil(wait)} s)"
+        return self.after_error(error, attempt, event_time, now, wait, status, throttle)
 
-    def after_error(self, error: str, attempt: int, event_time: float, now: float) -> Decision:
-        return self._retry(error, attempt, event_time, now, None, None)
-
-    def _retry(
+    def after_error(
         self,
         error: str,
         attempt: int,
         event_time: float,
         now: float,
-        wait: float | None,
-        status: int | None,
+        wait: float | None = None,
+        status: int | None = None,
+        throttle: bool = False,
     ) -> Decision:
+        """A retry at ``wait`` (else by the schedule), or dead past the max age."""
         # Retry-After is a floor set by the receiver: never jittered below it.
         next_at = now + (wait if wait is not None else self.delay(attempt))
         if next_at - event_time > self._max_age_s:
             error = f"{error}; gave up after {attempt} attempts (max age)"
             return Decision("dead", error=error, status=status)
-        return Decision("retry", next_attempt_at=next_at, error=error, status=status)
+        return Decision("retry", next_at, error, status, throttle)
 
 
 @dataclass(eq=False)

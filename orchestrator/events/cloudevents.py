@@ -33,10 +33,6 @@ def sink_destination(name: str) -> str:
     return f"sink:{name}"
 
 
-def event_type(outcome: str) -> str:
-    return TYPE_PREFIX + outcome
-
-
 class EventFactory:
     """Turns a tracking, as it is at the moment of the event, into a NewEvent."""
 
@@ -47,7 +43,7 @@ class EventFactory:
         """The one terminal event; ``tracking`` must already carry its outcome."""
         if tracking.outcome is None:
             raise ValueError(f"tracking {tracking.tracking_id} has no outcome")
-        return self._build(tracking, event_type(tracking.outcome), now)
+        return self._build(tracking, TYPE_PREFIX + tracking.outcome, now)
 
     def status_changed(self, tracking: Tracking, now: float) -> NewEvent:
         return self._build(tracking, STATUS_CHANGED, now)
@@ -61,15 +57,8 @@ class EventFactory:
         the data; for every other sink, never a callback."""
         about = sink_destination(name)
         event_id, payload = _envelope(SINK_SOURCE, type_, name, now, state)
-        return NewEvent(
-            event_id=event_id,
-            tracking_id=None,
-            type=type_,
-            time=now,
-            payload=payload,
-            destinations=[d for d in self._sinks if d != about],
-            sink=about,
-        )
+        others = [d for d in self._sinks if d != about]
+        return NewEvent(event_id, None, type_, now, payload, others, sink=about)
 
     def _build(
         self, tracking: Tracking, type_: str, now: float, extra: dict[str, Any] | None = None
@@ -84,18 +73,9 @@ class EventFactory:
             if tracking.tracestate:
                 trace["tracestate"] = tracking.tracestate
         event_id, payload = _envelope(source, type_, tracking.tracking_id, now, data, trace)
-        destinations = list(self._sinks)
-        if tracking.callback_url:
-            destinations.append(CALLBACK)
-        return NewEvent(
-            event_id=event_id,
-            tracking_id=tracking.tracking_id,
-            type=type_,
-            time=now,
-            payload=payload,
-            destinations=destinations,
-            callback_url=tracking.callback_url,
-        )
+        url = tracking.callback_url
+        destinations = [*self._sinks, CALLBACK] if url else list(self._sinks)
+        return NewEvent(event_id, tracking.tracking_id, type_, now, payload, destinations, url)
 
 
 def _envelope(

@@ -206,7 +206,7 @@ class DeliveryService:
                         continue
                     wait = dest.throttled_until - self._clock.now()
                     if wait > 0:
-                        await self._pause(wait)
+                        await wait_event(self._stopping, wait)
                         continue
                     free = dest.max_in_flight - len(in_flight)
                     if free > 0:
@@ -219,7 +219,7 @@ class DeliveryService:
                             )
                         except StoreUnavailable as exc:
                             log.warning("deliveries to %s: store unavailable: %s", dest.label, exc)
-                            await self._pause(STORE_BACKOFF_S)
+                            await wait_event(self._stopping, STORE_BACKOFF_S)
                             continue
                         for delivery in claimed:
                             name = f"delivery:{dest.key}:{delivery.delivery_id}"
@@ -239,9 +239,6 @@ class DeliveryService:
         if dest.due:
             timeout = min(timeout, max(dest.due[0] - self._clock.now(), 0.0))
         await wait_event(dest.wake, timeout)
-
-    async def _pause(self, seconds: float) -> None:
-        await wait_event(self._stopping, seconds)
 
     async def _drain(self, dest: Destination, in_flight: set[asyncio.Task[None]]) -> None:
         if not in_flight:

@@ -20,24 +20,19 @@ log = logging.getLogger(__name__)
 PRUNE_BATCH = 500
 
 
-async def prune_once(store: Store, before: float, stop: asyncio.Event | None = None) -> int:
-    """Delete everything prunable older than ``before``; returns trackings and
-    operational events deleted."""
-    total = 0
-    while stop is None or not stop.is_set():
-        deleted = await store.prune(before, PRUNE_BATCH)
-        total += deleted
-        if deleted < PRUNE_BATCH:
-            break
-        await asyncio.sleep(0)
-    return total
-
-
 async def run_pruner(store: Store, events: EventsConfig, clock: Clock, stop: asyncio.Event) -> None:
-    """Prune every ``events.prune_interval_s`` until ``stop`` is set."""
+    """Every ``events.prune_interval_s`` until ``stop`` is set, delete everything
+    prunable older than ``events.retention_s`` (trackings and operational events)."""
     while not stop.is_set():
+        before = clock.now() - events.retention_s
+        deleted = 0
         try:
-            deleted = await prune_once(store, clock.now() - events.retention_s, stop)
+            while not stop.is_set():
+                batch = await store.prune(before, PRUNE_BATCH)
+                deleted += batch
+                if batch < PRUNE_BATCH:
+                    break
+                await asyncio.sleep(0)
         except StoreUnavailable as exc:
             log.warning("pruning skipped, store unavailable: %s", exc)
         else:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from orchestrator.errors import StoreError, StoreUnavailable
 from orchestrator.events.attempt import Destination
@@ -30,31 +31,25 @@ from orchestrator.store.base import DisabledSink, NewEvent, Store
 log = logging.getLogger(__name__)
 
 
+@dataclass(eq=False)
 class SinkStates:
-    def __init__(
-        self,
-        store: Store,
-        factory: EventFactory,
-        metrics: Metrics,
-        bus: EventBus,
-        dests: Mapping[str, Destination],
-    ) -> None:
-        self._store = store
-        self._factory = factory
-        self._metrics = metrics
-        self._bus = bus
-        self._dests = dests
-        self.loaded = False
-        self._changes = 0  # local changes: a sync that read before one of them is void
+    store: Store
+    factory: EventFactory
+    metrics: Metrics
+    bus: EventBus
+    dests: Mapping[str, Destination]
+    loaded: bool = field(default=False, init=False)
+    # Local changes: a sync that read before one of them is void.
+    _changes: int = field(default=0, init=False)
 
     async def load(self) -> None:
         """The stored disabled states onto the configured sinks (once, at start)."""
-        for stored in await self._store.disabled_sinks():
-            dest = self._dests.get(stored.destination)
+        for stored in await self.store.disabled_sinks():
+            dest = self.dests.get(stored.destination)
             if dest is None or dest.url is None:
                 continue  # no longer configured: it keeps the state if it comes back
             dest.disable(stored.since, stored.reason)
-            self._metrics.sink_disabled.labels(sink=dest.label).set(1)
+            self.metrics.sink_disabled.labels(sink=dest.label).set(1)
             log.warning(
                 "sink %s is disabled since a previous run: %s; POST /v1/sinks/%s/enable to resume",
                 dest.label,
@@ -67,30 +62,30 @@ class SinkStates:
         """Adopt the disabled states other replicas stored, and their enables."""
         before = self._changes
         try:
-            stored = {s.destination: s for s in await self._store.disabled_sinks()}
+            stored = {s.destination: s for s in await self.store.disabled_sinks()}
         except StoreError as exc:
             log.warning("sink states not read: %s", exc)
             return
         if self._changes != before:
             return  # this replica changed one meanwhile: the rows read may predate it
-        for dest in self._dests.values():
+        for dest in self.dests.values():
             row = stored.get(dest.key)
             if dest.url is None or not dest.is_sink:
                 continue
             if row is not None and dest.disable(row.since, row.reason):
                 dest.saved = True  # stored already, with its event
-                self._metrics.sink_disabled.labels(sink=dest.label).set(1)
+                self.metrics.sink_disabled.labels(sink=dest.label).set(1)
                 log.warning("sink %s disabled by another replica: %s", dest.label, row.reason)
             elif row is None and dest.disabled is not None and dest.saved:
                 dest.enable()
-                self._metrics.sink_disabled.labels(sink=dest.label).set(0)
+                self.metrics.sink_disabled.labels(sink=dest.label).set(0)
                 log.info("sink %s enabled by another replica", dest.label)
 
     async def disable(self, dest: Destination, now: float, why: str) -> None:
         if dest.url is None or not dest.disable(now, why):
             return  # a sink no longer configured drains to dead; or it already was
         self._changes += 1
-        self._metrics.sink_disabled.labels(sink=dest.label).set(1)
+        self.metrics.sink_disabled.labels(sink=dest.label).set(1)
         log.warning(
             "sink %s disabled: %s; POST /v1/sinks/%s/enable to resume",
             dest.label,
@@ -108,21 +103,21 @@ class SinkStates:
         since, why = dest.disabled
         try:
             event = await self._event(SINK_DISABLED, dest, since)
-            await self._store.disable_sink(DisabledSink(dest.key, since, why), event)
+            await self.store.disable_sink(DisabledSink(dest.key, since, why), event)
         except StoreUnavailable as exc:
             log.warning("sink %s: disabled state not stored yet: %s", dest.label, exc)
             return
         dest.saved = True
         self._changes += 1
-        self._bus.publish()  # the other sinks' workers claim the event now
+        self.bus.publish()  # the other sinks' workers claim the event now
 
     async def enable(self, name: str, now: float) -> bool | None:
         """True if it was disabled, False if not, None for no such sink. Raises
         StoreUnavailable (nothing changed) when the change cannot be stored."""
-        dest = self._dests.get(sink_destination(name))
+        dest = self.dests.get(sink_destination(name))
         if dest is None or dest.url is None:
             return None
-        if dest.disabled is None and self._store.shares_work:
+        if dest.disabled is None and self.store.shares_work:
             await self.sync()  # disabled by another replica a moment ago?
         if dest.disabled is None:
             return False
@@ -130,19 +125,19 @@ class SinkStates:
         # Written only where the disabled state was (a state the store never took
         # had no event either, so neither has its end).
         event = await self._event(SINK_ENABLED, dest, now, enabled=True)
-        if await self._store.enable_sink(dest.key, event):
-            self._bus.publish()
+        if await self.store.enable_sink(dest.key, event):
+            self.bus.publish()
         dest.enable()
-        self._metrics.sink_disabled.labels(sink=dest.label).set(0)
+        self.metrics.sink_disabled.labels(sink=dest.label).set(0)
         log.info("sink %s enabled", dest.label)
         return True
 
     async def _event(
         self, type_: str, dest: Destination, now: float, *, enabled: bool = False
     ) -> NewEvent:
-        counts = await self._store.outbox_pending_counts()
+        counts = await self.store.outbox_pending_counts()
         state = dest.state(now)
         if enabled:  # the state it is in from now on
             state.update(disabled=False, disabled_since=None, disabled_reason=None)
         state["pending"] = counts.get(dest.key, 0)
-        return self._factory.sink_event(type_, dest.label, state, now)
+        return self.factory.sink_event(type_, dest.label, state, now)

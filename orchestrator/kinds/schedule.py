@@ -192,12 +192,10 @@ class ScheduleHandler(KindHandler):
             reads.append(direct)
             if direct.result == "not_found":
                 awaiting = None  # nothing left to follow
-            elif direct.result != "ok" or not isinstance(direct.body, Mapping):
-                return (
-                    None,
-                    direct if direct.result != "ok" else invalid(direct, _NOT_AN_OBJECT),
-                    awaiting,
-                )
+            elif direct.result != "ok":
+                return None, direct, awaiting
+            elif not isinstance(direct.body, Mapping):
+                return None, invalid(direct, _NOT_AN_OBJECT), awaiting
             else:
                 jobs = [*jobs, direct.body]
         runs, rread = await read_rows(client, "function_runs", query, "RunId", "StartedAt")

@@ -24,23 +24,14 @@ def judge(kind: str, r: ReadResult, enums: EnumMap) -> Judgement:
             "ok", reads, answered=True, retry_after=r.retry_after, unchanged=True, digest=r.digest
         )
     if r.result != "ok":
-        label = r.result
-        return Judgement(
-            label, reads, r.answered, r.retry_after, None if label == "not_found" else r.error
-        )
+        error = None if r.result == "not_found" else r.error
+        return Judgement(r.result, reads, r.answered, r.retry_after, error)
     verdict = interpret(kind, r.body, enums)
     if verdict.phase is Phase.INVALID:
-        error: JsonObject = {
-            "kind": "invalid_response",
-            "message": f"not a status body ({verdict.anomaly})",
-        }
-        return Judgement(
-            "invalid_response",
-            (("invalid_response", r.duration),),
-            answered=True,
-            retry_after=r.retry_after,
-            error=error,
-        )
+        message = f"not a status body ({verdict.anomaly})"
+        invalid: JsonObject = {"kind": "invalid_response", "message": message}
+        read = (("invalid_response", r.duration),)
+        return Judgement("invalid_response", read, True, r.retry_after, invalid)
     ordinary = verdict.phase is Phase.PENDING and verdict.next_run_at is None
     return Judgement(
         "ok",

@@ -80,14 +80,8 @@ class WorkspaceClient:
             spelled = repr(sorted((path, sorted(m.items())) for path, m in enum_map.values.items()))
             self._digest_keys[kind] = hashlib.blake2b(spelled.encode(), digest_size=32).digest()
 
-    def route_template(self, kind: str) -> str:
-        return self._templates[kind]
-
     def status_url(self, kind: str, remote_id: str) -> str:
         return self.cfg.base_url + self._templates[kind].replace("{id}", remote_id)
-
-    def cancel_url(self, remote_id: str) -> str:
-        return self.cfg.base_url + self.cfg.paths.function_job_cancel.replace("{id}", remote_id)
 
     def read(
         self, kind: str, remote_id: str, seen: bytes | None = None
@@ -102,7 +96,8 @@ class WorkspaceClient:
         )
 
     async def cancel(self, remote_id: str) -> ReadResult:
-        return await self._request("POST", self.cancel_url(remote_id))
+        path = self.cfg.paths.function_job_cancel.replace("{id}", remote_id)
+        return await self._request("POST", self.cfg.base_url + path)
 
     async def call(
         self,

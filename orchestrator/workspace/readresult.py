@@ -39,18 +39,13 @@ class ReadResult:
         return self.http_status is not None and self.http_status < 500
 
 
+_CLASSES = {404: "not_found", 429: "rate_limited", 401: "unauthorized", 403: "unauthorized"}
+
+
 def classify_status(status: int) -> str:
-    if status == 404:
-        return "not_found"
-    if status == 429:
-        return "rate_limited"
-    if status >= 500:
-        return "http_5xx"
-    if status in (401, 403):
-        return "unauthorized"
-    # Any other non-200 answer to a status read is not a status body we can
-    # read: treat it as an invalid response and keep polling.
-    return "invalid_response"
+    """A non-2xx answer's label. Any other below 500 is not a status body we can
+    read: treat it as an invalid response and keep polling."""
+    return "http_5xx" if status >= 500 else _CLASSES.get(status, "invalid_response")
 
 
 def trouble(kind: str, message: str, duration: float) -> ReadResult:
@@ -84,13 +79,11 @@ def answered(
     if status in (200, 201, 202):
         # Most reads find the job as it was: a digest of the bytes spares
         # parsing and interpreting them again (128 bits: no collision to fear).
-        digest = (
-            hashlib.blake2b(raw, digest_size=16, key=digest_key).digest()
-            if digest_key is not None
-            else None
-        )
-        if digest is not None and digest == seen:
-            return ReadResult("ok", status, None, retry_after, None, duration, digest, True)
+        digest = None
+        if digest_key is not None:
+            digest = hashlib.blake2b(raw, digest_size=16, key=digest_key).digest()
+            if digest == seen:
+                return ReadResult("ok", status, None, retry_after, None, duration, digest, True)
         try:
             return ReadResult("ok", status, orjson.loads(raw), retry_after, None, duration, digest)
         except orjson.JSONDecodeError:
