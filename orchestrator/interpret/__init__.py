@@ -9,8 +9,14 @@ from orchestrator.interpret._read import (
     polling_url_matches,
 )
 from orchestrator.interpret.enums import fallback_enums, resolve_enums
-from orchestrator.interpret.interpreter import interpret, missing_evidence
-from orchestrator.interpret.verdict import TERMINAL_PHASES, EnumMap, Phase, Verdict
+from orchestrator.interpret.interpreter import (
+    TERMINAL_PHASES,
+    EnumMap,
+    Phase,
+    Verdict,
+    interpret,
+    missing_evidence,
+)
 
 __all__ = [
     "TERMINAL_PHASES",

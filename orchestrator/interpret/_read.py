@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
@@ -171,16 +171,16 @@ def run_fields(
     run: Any, run_status: Mapping[int, str], status_key: str = "run_status"
 ) -> dict[str, Any]:
     """A run row as results and occurrences carry it (every field None without a run)."""
-    status = enum_name(get_ci(run, "Status"), run_status)
-    attempt = get_ci(run, "Attempt")
+    pair = {
+        status_key: enum_name(get_ci(run, "Status"), run_status),
+        "attempt": get_ci(run, "Attempt"),
+    }
     # The documented orders: an occurrence's run_status before attempt, an attempt's after.
-    first, second = (status_key, status), ("attempt", attempt)
     if status_key == "status":
-        first, second = second, first
+        pair = dict(reversed(pair.items()))
     return {
         "run_id": text(run, "RunId"),
-        first[0]: first[1],
-        second[0]: second[1],
+        **pair,
         "started_at": text(run, "StartedAt"),
         "completed_at": text(run, "CompletedAt"),
         "duration_ms": get_ci(run, "DurationMs"),
@@ -251,28 +251,22 @@ def extract_remote_id(enqueue_response: Any) -> str | None:
     The value is returned as received (an integer as its decimal text); intake
     validates its form.
     """
-    top = as_mapping(enqueue_response)
-    if top is None:
-        return None
-    data = as_mapping(get_ci(top, "Data"))
-    for name in _ID_FIELDS:
-        for level in (top, data):
-            value = as_id(get_ci(level, name))
-            if value:
-                return value
-    return None
+    return _first(enqueue_response, _ID_FIELDS, as_id)
 
 
 def extract_polling_url(enqueue_response: Any) -> str | None:
     """The first of ``StatusUrl``, ``PollingUrl``, ``Url``, ``Location`` (top level, then Data)."""
-    top = as_mapping(enqueue_response)
-    if top is None:
-        return None
+    return _first(enqueue_response, _URL_FIELDS, as_text)
+
+
+def _first(body: Any, names: tuple[str, ...], read: Callable[[Any], str | None]) -> str | None:
+    """The first non-empty ``read`` of ``names``, each at the top level then under Data."""
+    top = as_mapping(body)
     data = as_mapping(get_ci(top, "Data"))
-    for name in _URL_FIELDS:
+    for name in names:
         for level in (top, data):
-            value = get_ci(level, name)
-            if isinstance(value, str) and value.strip():
+            value = read(get_ci(level, name))
+            if value:
                 return value
     return None
 

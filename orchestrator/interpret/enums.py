@@ -19,14 +19,8 @@ from urllib.parse import unquote, urlsplit
 
 from orchestrator.errors import EnumResolutionError
 from orchestrator.interpret._read import get_ci
-from orchestrator.interpret.verdict import EnumMap
+from orchestrator.interpret.interpreter import BUILD_STATUSES, JOB_STATUSES, EnumMap
 from orchestrator.vocabulary import STATUS_KINDS, Kind
-
-JOB_STATUSES = ("Queued", "Leased", "Completed", "Failed", "Cancelled")
-BUILD_STATUSES = ("Queued", "Running", "Succeeded", "Failed", "Cancelled")
-# FunctionRunStatus is not printed in the platform documentation: these names are
-# accepted on the wire, but its integers come only from the OpenAPI document.
-RUN_STATUSES = ("Running", "Success", "Failed", "Skipped", "Cancelled", "TimedOut")
 
 _FALLBACK: dict[str, dict[str, dict[int, str]]] = {
     Kind.FUNCTION_JOB: {"status": dict(enumerate(JOB_STATUSES))},
@@ -78,13 +72,9 @@ def fallback_enums(kind: str) -> EnumMap:
 
     Raises ValueError for a kind that is not one of ``STATUS_KINDS``.
     """
-    try:
-        table = _FALLBACK[kind]
-    except KeyError:
-        raise ValueError(
-            f"unknown kind {kind!r}; expected one of {', '.join(STATUS_KINDS)}"
-        ) from None
-    return EnumMap(values={path: dict(m) for path, m in table.items()}, source="fallback")
+    if kind not in _FALLBACK:
+        raise ValueError(f"unknown kind {kind!r}; expected one of {', '.join(STATUS_KINDS)}")
+    return EnumMap({path: dict(m) for path, m in _FALLBACK[kind].items()}, source="fallback")
 
 
 def resolve_enums(document: Any, route_template: str) -> EnumMap:
@@ -95,7 +85,10 @@ def resolve_enums(document: Any, route_template: str) -> EnumMap:
     """
     schema = _route_schema(document, route_template)
     walker = _Walker(document)
-    walker.collect(walker.strip_envelope(schema), "", frozenset(), 0)
+    props = walker.properties(schema, frozenset(), 0)
+    if "status" not in props and "data" in props:  # the model inside a {Succeeded, Data} envelope
+        schema = props["data"]
+    walker.collect(schema, "", frozenset(), 0)
     if "status" not in walker.found:
         raise EnumResolutionError(
             f"OpenAPI schema of GET {route_template} has no enum with x-enum-varnames for Status"
@@ -163,11 +156,9 @@ def _same_shape(have: list[str], want: list[str], fold: bool) -> bool:
     if len(have) != len(want):
         return False
     for a, b in zip(have, want, strict=True):
-        if _is_param(a) and _is_param(b):
-            continue
-        if _is_param(a) or _is_param(b):
+        if _is_param(a) != _is_param(b):
             return False
-        if a != b and not (fold and a.lower() == b.lower()):
+        if not _is_param(a) and a != b and not (fold and a.lower() == b.lower()):
             return False
     return True
 
@@ -180,12 +171,8 @@ def _success_schema(document: Mapping[str, Any], operation: Mapping[str, Any]) -
     responses = operation.get("responses")
     if not isinstance(responses, Mapping):
         return None
-    response: Any = None
-    for code in ("200", 200, "2XX", "2xx"):
-        response = responses.get(code)
-        if response is not None:
-            break
-    response = _deref(document, response)
+    found = (responses.get(code) for code in ("200", 200, "2XX", "2xx"))
+    response = _deref(document, next((r for r in found if r is not None), None))
     if not isinstance(response, Mapping):
         return None
     if "schema" in response:  # Swagger 2
@@ -275,13 +262,6 @@ class _Walker:
                         merged.setdefault(name, sub)
         return merged
 
-    def strip_envelope(self, schema: Any) -> Any:
-        """The model inside a ``{Succeeded, Data}`` envelope, or the schema itself."""
-        props = self.properties(schema, frozenset(), 0)
-        if "status" not in props and "data" in props:
-            return props["data"]
-        return schema
-
     def collect(self, schema: Any, path: str, active: frozenset[str], depth: int) -> None:
         if self.budget <= 0 or depth > _MAX_DEPTH:
             return
@@ -309,12 +289,8 @@ def _enum_values(node: Mapping[str, Any]) -> dict[int, str] | None:
     raw = node.get("enum")
     if not isinstance(raw, list) or not raw:
         return None
-    names: Any = None
-    for key in _NAME_KEYS:
-        names = node.get(key)
-        if isinstance(names, list):
-            break
-    if not isinstance(names, list):
+    names = next((node[k] for k in _NAME_KEYS if isinstance(node.get(k), list)), None)
+    if names is None:
         return None
     # A nullable enum may list null among its values, with or without a name for it.
     values = raw if len(raw) == len(names) else [v for v in raw if v is not None]
@@ -324,9 +300,8 @@ def _enum_values(node: Mapping[str, Any]) -> dict[int, str] | None:
     for value, name in zip(values, names, strict=True):
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int):
-            return None
-        if not isinstance(name, str) or not name.strip():
+        integer = isinstance(value, int) and not isinstance(value, bool)
+        if not integer or not isinstance(name, str) or not name.strip():
             return None
         result.setdefault(value, name.strip())
     return result or None
@@ -363,15 +338,13 @@ def resolve_platform_enums(
     """
     out: dict[str, PlatformEnum] = {}
     for name, (route_key, prop) in CATALOG_WHERE.items():
-        if document is None:
-            out[name] = catalog_fallback(name, unavailable or "OpenAPI document unavailable")
-            continue
         try:
+            if document is None:
+                raise EnumResolutionError(unavailable or "OpenAPI document unavailable")
             values = route_property_enum(document, routes[route_key], prop)
+            out[name] = PlatformEnum(name, values, "openapi")
         except EnumResolutionError as exc:
             out[name] = catalog_fallback(name, str(exc))
-            continue
-        out[name] = PlatformEnum(name, values, "openapi")
     return out
 
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Literal
 
 from orchestrator.clock import iso
@@ -37,13 +39,56 @@ from orchestrator.interpret._read import (
     label,
     model_of,
 )
-from orchestrator.interpret.enums import (
-    BUILD_STATUSES,
-    JOB_STATUSES,
-    RUN_STATUSES,
-)
-from orchestrator.interpret.verdict import EnumMap, Phase, Verdict
 from orchestrator.vocabulary import BUILD_CLASSES, STATUS_KINDS
+
+JOB_STATUSES = ("Queued", "Leased", "Completed", "Failed", "Cancelled")
+BUILD_STATUSES = ("Queued", "Running", "Succeeded", "Failed", "Cancelled")
+# FunctionRunStatus is not printed in the platform documentation: these names are
+# accepted on the wire, but its integers come only from the OpenAPI document.
+RUN_STATUSES = ("Running", "Success", "Failed", "Skipped", "Cancelled", "TimedOut")
+
+
+class Phase(StrEnum):
+    PENDING = "pending"  # non-terminal: keep polling
+    SUCCEEDED = "succeeded"  # terminal success, with the evidence
+    FAILED = "failed"  # terminal non-success
+    CANCELLED = "cancelled"  # terminal non-success
+    ANOMALY = "anomaly"  # readable but breaks the contract: keep polling, count it
+    INVALID = "invalid"  # not a status body at all: transport trouble (invalid_response)
+
+
+TERMINAL_PHASES = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED})
+
+
+@dataclass(frozen=True, slots=True)
+class EnumMap:
+    """Integer enum values by lower-cased dotted property path of the status model.
+
+    Paths are relative to the model itself (a ``Data`` envelope is stripped):
+    ``"status"``, ``"kind"``, ``"run.status"``, ``"source"``.
+    """
+
+    values: Mapping[str, Mapping[int, str]]
+    source: Literal["openapi", "fallback"]
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the interpreter says about one status body."""
+
+    phase: Phase
+    remote_status: str | None = None  # enum name, e.g. "Leased"
+    fingerprint: str = ""  # changes exactly when the observable remote state changes
+    next_run_at: float | None = None  # unix seconds, for a Queued job waiting for NextRunAt
+    can_cancel: bool | None = None
+    result: dict[str, Any] | None = None  # normalized, on terminal phases
+    anomaly: str | None = None  # reason code on ANOMALY / INVALID
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
 
 _Outcome = Literal["ok", "unreadable", "unresolved", "unknown"]
 
@@ -55,6 +100,11 @@ _BUILD_PHASES = {
     "Cancelled": Phase.CANCELLED,
 }
 _SUCCESS_RUN_STATUSES = frozenset({"Success", "Skipped"})
+# Each set of documented enum names by its case-folded spelling.
+_JOB_NAMES, _BUILD_NAMES, _RUN_NAMES, _CLASS_NAMES = (
+    {name.casefold(): name for name in names}
+    for names in (JOB_STATUSES, BUILD_STATUSES, RUN_STATUSES, BUILD_CLASSES)
+)
 _MAX_ATTEMPTS = 1000  # beyond this a body's EffectiveMaxAttempts is not believed
 _KINDS = frozenset(STATUS_KINDS)
 
@@ -78,7 +128,7 @@ def _interpret(kind: str, body: Any, enums: EnumMap) -> Verdict:
     raw = get_ci(model, "Status")
     if raw is None:
         return _invalid("missing_status", kind)
-    documented = JOB_STATUSES if kind == "function_job" else BUILD_STATUSES
+    documented = _JOB_NAMES if kind == "function_job" else _BUILD_NAMES
     status, outcome = _enum_name(raw, enums, "status", documented)
     if outcome == "unreadable":
         return _invalid("invalid_status", kind, raw_status=label(raw))
@@ -98,11 +148,7 @@ def _interpret(kind: str, body: Any, enums: EnumMap) -> Verdict:
 def _job(model: Mapping[str, Any], status: str, enums: EnumMap) -> Verdict:
     run = as_mapping(get_ci(model, "Run"))
     run_raw = get_ci(run, "Status")
-    run_status, run_outcome = (
-        _enum_name(run_raw, enums, "run.status", RUN_STATUSES)
-        if run_raw is not None
-        else (None, "unreadable")
-    )
+    run_status, run_outcome = _enum_name(run_raw, enums, "run.status", _RUN_NAMES)
     attempt = as_int(get_ci(model, "CurrentAttempt"))
     if attempt is None:
         attempt = as_int(get_ci(run, "Attempt"))
@@ -207,11 +253,7 @@ def missing_evidence(run: Mapping[str, Any] | None, run_status: str | None) -> l
 
 def _build(kind: str, model: Mapping[str, Any], status: str, enums: EnumMap) -> Verdict:
     kind_raw = get_ci(model, "Kind")
-    build_kind, _ = (
-        _enum_name(kind_raw, enums, "kind", BUILD_CLASSES)
-        if kind_raw is not None
-        else (None, "unreadable")
-    )
+    build_kind, _ = _enum_name(kind_raw, enums, "kind", _CLASS_NAMES)
     if build_kind not in BUILD_CLASSES:
         build_kind = None
     phase = _BUILD_PHASES[status]
@@ -239,13 +281,7 @@ def _build(kind: str, model: Mapping[str, Any], status: str, enums: EnumMap) -> 
         label(artifact_id),
         label(failure["reason_code"]) if failure else "",
     )
-    return Verdict(
-        phase=phase,
-        remote_status=status,
-        fingerprint=fingerprint,
-        result=result,
-        details=details,
-    )
+    return Verdict(phase, status, fingerprint, result=result, details=details)
 
 
 def _failure(raw: Any) -> dict[str, Any] | None:
@@ -276,7 +312,7 @@ def _sql_state(raw: Any) -> str | None:
 
 
 def _enum_name(
-    raw: Any, enums: EnumMap, path: str, documented: tuple[str, ...]
+    raw: Any, enums: EnumMap, path: str, documented: Mapping[str, str]
 ) -> tuple[str | None, _Outcome]:
     """The documented name of an enum value given as an integer or as a name.
 
@@ -287,20 +323,12 @@ def _enum_name(
         mapped = enums.values.get(path, {}).get(number)
         if mapped is None:
             return None, "unresolved"
-        name = _canonical(mapped, documented)
+        name = documented.get(mapped.strip().casefold())
         return (name, "ok") if name is not None else (mapped, "unknown")
     if isinstance(raw, str) and raw.strip():
-        name = _canonical(raw, documented)
+        name = documented.get(raw.strip().casefold())
         return (name, "ok") if name is not None else (label(raw.strip()), "unknown")
     return None, "unreadable"
-
-
-def _canonical(name: str, documented: tuple[str, ...]) -> str | None:
-    folded = name.strip().casefold()
-    for candidate in documented:
-        if candidate.casefold() == folded:
-            return candidate
-    return None
 
 
 def _folded(raw: Any) -> str:
@@ -308,8 +336,8 @@ def _folded(raw: Any) -> str:
 
 
 def _fingerprint(status: str | None, *parts: str) -> str:
-    digest = hashlib.blake2b(digest_size=8)
-    digest.update("\x1f".join((status or "", *parts)).encode("utf-8", "backslashreplace"))
+    joined = "\x1f".join((status or "", *parts)).encode("utf-8", "backslashreplace")
+    digest = hashlib.blake2b(joined, digest_size=8)
     return f"{status or '?'}:{digest.hexdigest()}"
 
 
@@ -328,11 +356,9 @@ def job_budget(body: Any, default_timeout_s: float) -> float | None:
     None when the body does not show the attempts (or, with retries, their
     delay): the tracking then keeps its default deadline rather than guess.
     """
-    model = as_mapping(body)
-    if model is not None and get_ci(model, "Status") is None:
-        model = as_mapping(get_ci(model, "Data")) or model
-    if not isinstance(model, Mapping):
+    if not isinstance(body, Mapping):
         return None
+    model = model_of(body) or body  # an empty Data envelope reads as no envelope
     attempts = as_int(get_ci(model, "EffectiveMaxAttempts"))
     if attempts is None or not 1 <= attempts <= _MAX_ATTEMPTS:
         return None

@@ -31,6 +31,7 @@ EXIT_UNKNOWN = 1
 EXIT_USAGE = 2  # as argparse exits on bad arguments
 EXIT_FAILED = 3
 MAX_ANSWER_BYTES = 1024 * 1024
+Fetched = tuple[int, dict[str, Any] | None, str | None]  # (exit code, answer, error message)
 
 
 def add_explain_command(subparsers: Any) -> None:
@@ -63,9 +64,8 @@ def run_explain(args: argparse.Namespace) -> int:
     return code
 
 
-async def fetch(args: argparse.Namespace) -> tuple[int, dict[str, Any] | None, str | None]:
-    """(exit code, answer, error message) from the service or the workspace; nothing
-    is asked with a key that is not one."""
+async def fetch(args: argparse.Namespace) -> Fetched:
+    """The answer from the service or the workspace; nothing is asked with a key that is not one."""
     key: str = args.function_key
     if not valid_function_key(key):
         return EXIT_USAGE, None, f"FUNCTION_KEY {FUNCTION_KEY_RULE}"
@@ -74,7 +74,7 @@ async def fetch(args: argparse.Namespace) -> tuple[int, dict[str, Any] | None, s
     return await _from_server(args.server, args.workspace, key)
 
 
-async def _from_workspace(url: str, key: str) -> tuple[int, dict[str, Any] | None, str | None]:
+async def _from_workspace(url: str, key: str) -> Fetched:
     try:
         cfg = WorkspaceConfig(base_url=url)
     except ValueError as exc:
@@ -91,9 +91,7 @@ async def _from_workspace(url: str, key: str) -> tuple[int, dict[str, Any] | Non
     return 0, answer, None
 
 
-async def _from_server(
-    server: str | None, workspace: str, key: str
-) -> tuple[int, dict[str, Any] | None, str | None]:
+async def _from_server(server: str | None, workspace: str, key: str) -> Fetched:
     base = (server or os.environ.get("ORCH_SERVER") or DEFAULT_SERVER).rstrip("/")
     headers = {"Accept": "application/json"}
     token = os.environ.get("ORCH_API_TOKEN")

@@ -93,6 +93,8 @@ TRACKING: dict[str, tuple[str, list[str]]] = {
     ),
     "action": ("action_work", ["action_id", "entity_id", "job_id"]),
 }
+# What the answer repeats of its first (primary) row.
+_PRIMARY = ("surface", "execution_model", "request_blocking", "completion_evidence")
 _SAVE_CONTRACTS = ("Validation", "BeforeSaveMutation")
 # The surface a contract runs on (a Job's depends on its publication and schedules).
 _CONTRACT_SURFACE = {
@@ -116,28 +118,19 @@ class CatalogSnapshot:
     enums: Mapping[str, PlatformEnum]
 
 
-def find_function(snapshot: CatalogSnapshot, function_key: str) -> Row | None:
-    """The catalog row of a key: exact spelling first, then case-insensitively."""
+def explain(function_key: str, snapshot: CatalogSnapshot) -> dict[str, Any] | None:
+    """The execution model of ``function_key``; None when the catalog does not list it.
+
+    The catalog row is found by the key's exact spelling first, then case-insensitively.
+    """
     for exact in (True, False):
         for row in snapshot.functions:
             key = text(row, "FunctionKey")
-            if key is None:
-                continue
-            if key == function_key if exact else key.lower() == function_key.lower():
-                return row
+            if key is not None and (
+                key == function_key if exact else key.lower() == function_key.lower()
+            ):
+                return _Explainer(row, snapshot).answer()
     return None
-
-
-def explain(function_key: str, snapshot: CatalogSnapshot) -> dict[str, Any] | None:
-    """The execution model of ``function_key``; None when the catalog does not list it."""
-    fn = find_function(snapshot, function_key)
-    if fn is None:
-        return None
-    return _Explainer(fn, snapshot).answer()
-
-
-def _same_id(row: Row, function_id: str | None) -> bool:
-    return function_id is not None and text(row, "BusinessFunctionId") == function_id
 
 
 class _Explainer:
@@ -147,6 +140,11 @@ class _Explainer:
         self.enums = snapshot.enums
         self.function_id = text(fn, "BusinessFunctionId")
         self.flags: list[dict[str, Any]] = []
+
+    def mine(self, rows: Sequence[Row]) -> list[Row]:
+        """The rows of this function (by BusinessFunctionId)."""
+        fid = self.function_id
+        return [r for r in rows if fid is not None and text(r, "BusinessFunctionId") == fid]
 
     def flag(self, code: str, detail: str, **extra: Any) -> None:
         self.flags.append({"code": code, "detail": detail, **extra})
@@ -180,7 +178,7 @@ class _Explainer:
                 "the catalog has no CurrentPublishedContract: nothing of this function runs",
             )
         rows = [_row(s) for s in surfaces]
-        primary = rows[0] if rows else None
+        primary = rows[0] if rows else {}
         callable_ = bool(publication and publication["callable"])
         return {
             "function_key": text(fn, "FunctionKey"),
@@ -189,10 +187,7 @@ class _Explainer:
             "scope": scope,
             "contract": contract,
             "revision": get_ci(fn, "Revision"),
-            "surface": primary["surface"] if primary else None,
-            "execution_model": primary["execution_model"] if primary else None,
-            "request_blocking": primary["request_blocking"] if primary else None,
-            "completion_evidence": primary["completion_evidence"] if primary else None,
+            **{k: primary.get(k) for k in _PRIMARY},
             "rows": rows,
             "callable": callable_,
             "publication": publication,
@@ -204,7 +199,7 @@ class _Explainer:
         }
 
     def _publication(self, contract: str | None) -> dict[str, Any] | None:
-        rows = [p for p in self.snapshot.publications if _same_id(p, self.function_id)]
+        rows = self.mine(self.snapshot.publications)
         if not rows:
             return None
         p = rows[0]
@@ -240,9 +235,7 @@ class _Explainer:
 
     def _bindings(self, contract: str | None) -> list[dict[str, Any]]:
         out = []
-        for b in self.snapshot.bindings:
-            if not _same_id(b, self.function_id):
-                continue
+        for b in self.mine(self.snapshot.bindings):
             source = self.name_of(BINDING_SOURCE, get_ci(b, "Source"), "binding Source")
             out.append(
                 {
@@ -272,19 +265,18 @@ class _Explainer:
 
     def _schedules(self, contract: str | None, scope: str | None) -> list[dict[str, Any]]:
         out = []
-        for s in self.snapshot.schedules:
-            if not _same_id(s, self.function_id):
-                continue
+        for s in self.mine(self.snapshot.schedules):
             sid = text(s, "ScheduleId")
             health = text(s, "TargetHealth")
             status = text(s, "Status")
+            next_run = text(s, "NextRunAt")
             out.append(
                 {
                     "schedule_id": sid,
                     "cron": text(s, "Cron"),
                     "time_zone": text(s, "TimeZone"),
                     "status": status,
-                    "next_run_at": text(s, "NextRunAt"),
+                    "next_run_at": next_run,
                     "last_status": text(s, "LastStatus"),
                     "target_health": health,
                     "active_job_id": text(s, "ActiveJobId"),
@@ -303,10 +295,7 @@ class _Explainer:
                     f"schedule {sid} reports TargetHealth {health}",
                     schedule_id=sid,
                 )
-            next_run = text(s, "NextRunAt")
-            if (status or "").lower() == "enabled" and (
-                next_run is None or as_timestamp(next_run) is None
-            ):
+            if (status or "").lower() == "enabled" and as_timestamp(next_run) is None:
                 self.flag(
                     "enabled_schedule_without_next_run",
                     f"schedule {sid} is enabled but plans no NextRunAt",
@@ -331,9 +320,8 @@ class _Explainer:
             surfaces.append("job_unpublished")
         if contract == "Job" and schedules:
             surfaces.append("function_schedule")
-        if "entity_trigger" not in surfaces and any(
-            b["source"] == "EntityTrigger" for b in bindings
-        ):
+        triggered = any(b["source"] == "EntityTrigger" for b in bindings)
+        if triggered and "entity_trigger" not in surfaces:
             surfaces.append("entity_trigger")
         return surfaces
 

@@ -45,7 +45,7 @@ async def read_rows(
     de-duplicated by ``id_field`` (a page boundary repeats its instant).
     """
     rows: list[Row] = []
-    seen: set[str] = set()
+    seen: set[str | None] = set()
     upper: str | None = None
     read = ReadResult("ok")
     page_size = client.cfg.list_page_size
@@ -64,9 +64,9 @@ async def read_rows(
         fresh = 0
         for row in items:
             key = text(row, id_field)
-            if key is not None and key in seen:
+            if key in seen:
                 continue
-            if key is not None:
+            if key is not None:  # a row without an id is never a repeat
                 seen.add(key)
             rows.append(row)
             fresh += 1
@@ -113,14 +113,11 @@ class RunHistory:
         self, client: WorkspaceClient, job_id: str, body: Any, result: dict[str, Any] | None
     ) -> dict[str, Any]:
         """``result`` plus ``attempts`` (or ``attempts: null`` and ``attempts_error``)."""
-        out = dict(result or {})
         try:
             attempts, error = await self._attempts(client, job_id, body)
         except Exception as exc:
             attempts, error = None, f"run history unreadable: {type(exc).__name__}"
-        out["attempts"] = attempts
-        out["attempts_error"] = error
-        return out
+        return {**(result or {}), "attempts": attempts, "attempts_error": error}
 
     async def _attempts(self, client: WorkspaceClient, job_id: str, body: Any) -> Attempts:
         model = get_ci(body, "Data") if get_ci(body, "JobId") is None else body
