@@ -20,15 +20,6 @@ from orchestrator.runtime import RUNTIME, Runtime
 READY_STORE_BOUND_S = 0.8
 
 
-async def _store_answers(rt: Runtime) -> str | None:
-    """None when the store took a write within the bound; else why not."""
-    try:
-        writable = await bounded(rt.store.check_writable(), READY_STORE_BOUND_S)
-    except TimeoutError:
-        return f"store did not answer within {READY_STORE_BOUND_S:g} s"
-    return None if writable else "store not writable"
-
-
 async def healthz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
@@ -40,8 +31,12 @@ async def readyz(request: web.Request) -> web.Response:
         reasons.append("draining")
     if rt.failed_tasks:
         reasons.append("failed tasks: " + ", ".join(rt.failed_tasks))
-    if not reasons and (trouble := await _store_answers(rt)) is not None:
-        reasons.append(trouble)
+    if not reasons:  # then the store must take a write within the bound
+        try:
+            if not await bounded(rt.store.check_writable(), READY_STORE_BOUND_S):
+                reasons.append("store not writable")
+        except TimeoutError:
+            reasons.append(f"store did not answer within {READY_STORE_BOUND_S:g} s")
     rt.metrics.ready.set(0 if reasons else 1)
     replica = rt.replica.describe() if rt.replica is not None else {}
     if reasons:

@@ -13,11 +13,10 @@ from typing import TYPE_CHECKING, Any, cast, get_args
 
 import orjson
 from aiohttp import web
-from pydantic import ValidationError
 
 from orchestrator.aio import wait_event
 from orchestrator.api.models import ReplayBody
-from orchestrator.api.problems import from_validation_error, invalid, json_response, read_json
+from orchestrator.api.problems import invalid, json_response, read_json, validated
 from orchestrator.clock import iso
 from orchestrator.errors import ApiProblem
 from orchestrator.events.cloudevents import CALLBACK, sink_destination
@@ -57,15 +56,16 @@ def _int_param(raw: str | None, name: str, default: int, lo: int, hi: int | None
     text = raw.strip()
     # isdigit() alone accepts "²" and other Unicode digits that int() refuses.
     if not (text.isascii() and text.isdigit()):
-        raise ApiProblem(
-            400, "Invalid parameter", f"{name} must be a non-negative integer", field=name
-        )
+        raise _bad_param(name, "must be a non-negative integer")
     value = int(text)
     hi = SQLITE_MAX_INT if hi is None else hi  # larger values overflow the store's integers
     if value < lo or value > hi:
-        bound = f"between {lo} and {hi}"
-        raise ApiProblem(400, "Invalid parameter", f"{name} must be {bound}", field=name)
+        raise _bad_param(name, f"must be between {lo} and {hi}")
     return value
+
+
+def _bad_param(name: str, rule: str) -> ApiProblem:
+    return ApiProblem(400, "Invalid parameter", f"{name} {rule}", field=name)
 
 
 def event_json(record: EventRecord) -> dict[str, Any]:
@@ -170,12 +170,7 @@ async def list_deliveries(request: web.Request) -> web.Response:
     runtime = request.app[RUNTIME]
     state = request.query.get("state")
     if state is not None and state not in DELIVERY_STATES:
-        raise ApiProblem(
-            400,
-            "Invalid parameter",
-            f"state must be one of {', '.join(DELIVERY_STATES)}",
-            field="state",
-        )
+        raise _bad_param("state", f"must be one of {', '.join(DELIVERY_STATES)}")
     limit = _int_param(request.query.get("limit"), "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
     cursor = request.query.get("cursor") or None
     try:
@@ -183,7 +178,7 @@ async def list_deliveries(request: web.Request) -> web.Response:
             cast("DeliveryState | None", state), limit, cursor
         )
     except ValueError:
-        raise ApiProblem(400, "Invalid parameter", "cursor is not valid", field="cursor") from None
+        raise _bad_param("cursor", "is not valid") from None
     return json_response(
         {"items": [delivery_json(d, runtime) for d in items], "next_cursor": next_cursor}
     )
@@ -192,10 +187,9 @@ async def list_deliveries(request: web.Request) -> web.Response:
 async def retry_delivery(request: web.Request) -> web.Response:
     runtime = request.app[RUNTIME]
     raw = request.match_info["delivery_id"]
-    if not (raw.isascii() and raw.isdigit()) or int(raw) > SQLITE_MAX_INT:
-        raise ApiProblem(404, "Not found", "no such delivery")
-    delivery_id = int(raw)
-    current = await runtime.store.get_delivery(delivery_id)
+    current = None
+    if raw.isascii() and raw.isdigit() and int(raw) <= SQLITE_MAX_INT:
+        current = await runtime.store.get_delivery(int(raw))
     if current is None:
         raise ApiProblem(404, "Not found", "no such delivery")
     if current.state != "dead":
@@ -205,7 +199,7 @@ async def retry_delivery(request: web.Request) -> web.Response:
             f"only a dead delivery can be re-driven; this one is {current.state}",
             extra={"state": current.state},
         )
-    redriven = await runtime.store.redrive_delivery(delivery_id, runtime.clock.now())
+    redriven = await runtime.store.redrive_delivery(current.delivery_id, runtime.clock.now())
     if redriven is None:
         raise ApiProblem(409, "Delivery is not dead", "the delivery changed state meanwhile")
     # Wakes the delivery workers (and idle streams, which just re-read nothing).
@@ -216,10 +210,7 @@ async def retry_delivery(request: web.Request) -> web.Response:
 async def replay_deliveries(request: web.Request) -> web.Response:
     """The events of a seq or time range to one sink again (same ids): 202 {"replayed": K}."""
     runtime = request.app[RUNTIME]
-    try:
-        body = ReplayBody.model_validate(await read_json(request))
-    except ValidationError as exc:
-        raise from_validation_error(exc) from None
+    body = validated(ReplayBody, await read_json(request), object_only=False)
     if body.sink not in {sink.name for sink in runtime.settings.events.sinks}:
         raise invalid("sink", "no sink of that name")
     # The bounds given; ReplaySpan leaves the others open.

@@ -16,11 +16,9 @@ from datetime import UTC
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from pydantic import ValidationError
-
 from orchestrator import tracing
 from orchestrator.api.models import MAX_BATCH, FollowUpsBody, IntakeBody, valid_remote_id
-from orchestrator.api.problems import from_validation_error, invalid
+from orchestrator.api.problems import invalid, validated
 from orchestrator.clock import iso
 from orchestrator.config import Settings, WorkspaceConfig
 from orchestrator.interpret import extract_polling_url, extract_remote_id, polling_url_matches
@@ -31,6 +29,7 @@ from orchestrator.workfilter import WorkFilter
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
+    from prometheus_client import Counter
 
     from orchestrator.interpret.filters import FilterNames
 
@@ -43,6 +42,11 @@ SENT_AS = {
     "since": "from",
 }
 _ONLY_FILTER_KINDS = (*SENT_AS, "job_id", "expect_jobs")
+# What each kind found by filter needs, said when it is given an id instead.
+_NEEDS = {
+    Kind.TRIGGER_WORK: "give trigger_binding_id and entity_id or filter_correlation_id",
+    Kind.ACTION_WORK: "give action_id (with entity_id for an entity action) or job_id",
+}
 DeclaredNames = Callable[[str], "FilterNames | None"]
 
 
@@ -109,7 +113,7 @@ class TraceIntake:
     """A request's W3C trace context: its headers', and each item's own instead when
     it carries a ``traceparent``. Malformed values are ignored and counted, never refused."""
 
-    def __init__(self, headers: Mapping[str, str], ignored: Callable[[str], None]) -> None:
+    def __init__(self, headers: Mapping[str, str], ignored: Counter) -> None:
         self._ignored = ignored
         self.header = self._read(headers.get("traceparent"), headers.get("tracestate"))
 
@@ -119,7 +123,7 @@ class TraceIntake:
             None if tracestate is None else tracestate if isinstance(tracestate, str) else "",
         )
         for field in got.malformed:
-            self._ignored(field)
+            self._ignored.labels(field=field).inc()
         return got.context
 
     def caller(self) -> tuple[str | None, str | None]:
@@ -148,12 +152,7 @@ def validate_intake(
 ) -> NewTracking:
     """``declared(workspace)``: the filter names its OpenAPI document declares (None:
     not known here), for work found by filter; ``trace``: the request's trace context."""
-    if not isinstance(raw, dict):
-        raise invalid("body", "must be a JSON object")
-    try:
-        body = IntakeBody.model_validate(raw)
-    except ValidationError as exc:
-        raise from_validation_error(exc) from None
+    body = validated(IntakeBody, raw)
     workspace = settings.workspace(body.workspace)
     if workspace is None:
         raise invalid("workspace", f"unknown workspace {body.workspace!r}")
@@ -162,7 +161,9 @@ def validate_intake(
         names = None if declared is None else declared(workspace.name)
         remote_id, remote = filter_intake(body, now, settings.polling.filter_skew_s, names)
     else:
-        refuse_filter_fields(body)
+        # An id kind names its work by remote_id: the filter fields are not for it.
+        only = f"only {' and '.join(FILTER_KINDS)} take it, not {body.kind.value}"
+        _refuse(body, _ONLY_FILTER_KINDS, only)
         remote_id = _remote_id(body, workspace)
     deadline, source = _deadline(body, settings, now)
     if body.callback_url is not None and not callback_allowed(
@@ -233,12 +234,7 @@ def _deadline(body: IntakeBody, settings: Settings, now: float) -> tuple[float, 
 
 def follow_up_items(raw: Any) -> tuple[FollowUpsBody, list[dict[str, Any]]]:
     """The intake bodies for each id in FollowUpOperationIds (possibly none)."""
-    if not isinstance(raw, dict):
-        raise invalid("body", "must be a JSON object")
-    try:
-        body = FollowUpsBody.model_validate(raw)
-    except ValidationError as exc:
-        raise from_validation_error(exc) from None
+    body = validated(FollowUpsBody, raw)
     field = "runtime_result.FollowUpOperationIds"
     found = [v for k, v in body.runtime_result.items() if k.lower() == "followupoperationids"]
     if not found:
@@ -276,22 +272,26 @@ def _refuse(body: IntakeBody, names: tuple[str, ...], message: str) -> None:
         raise invalid(given[0], message)
 
 
-def refuse_filter_fields(body: IntakeBody) -> None:
-    """An id kind names its work by remote_id: the filter fields are not for it."""
-    kinds = " and ".join(FILTER_KINDS)
-    _refuse(body, _ONLY_FILTER_KINDS, f"only {kinds} take it, not {body.kind.value}")
-
-
 def filter_intake(
     body: IntakeBody, now: float, skew_s: float, declared: FilterNames | None
 ) -> tuple[str, dict[str, Any]]:
     """(the stored key, the tracking's starting ``remote``), or a 422 naming the field."""
-    found_by = f"{body.kind.value} is found by filter: {_needs(body.kind)}"
+    found_by = f"{body.kind.value} is found by filter: {_NEEDS[body.kind]}"
     _refuse(body, ("remote_id", "enqueue_response"), found_by)
     if body.kind is Kind.TRIGGER_WORK:
-        _trigger(body)
+        _refuse(body, ("action_id", "job_id"), "not a trigger_work filter (action_work takes it)")
+        if body.trigger_binding_id is None:
+            raise invalid("trigger_binding_id", "is required for trigger_work")
+        if body.entity_id is None and body.filter_correlation_id is None:
+            raise invalid("entity_id", "trigger_work needs entity_id or filter_correlation_id")
     else:
-        _action(body)
+        trigger_only = ("trigger_binding_id", "filter_correlation_id")
+        _refuse(body, trigger_only, "not an action_work filter (trigger_work takes it)")
+        if body.job_id is not None:
+            known = "not with job_id: the job is already known"
+            _refuse(body, ("action_id", "entity_id", "since", "expect_jobs"), known)
+        elif body.action_id is None:
+            raise invalid("action_id", "is required for action_work (or give job_id)")
     since = None
     if body.since is not None:
         if body.since.tzinfo is None:
@@ -322,28 +322,3 @@ def filter_intake(
         "Jobs": [],
     }
     return work.key(), remote
-
-
-def _needs(kind: Kind) -> str:
-    if kind is Kind.TRIGGER_WORK:
-        return "give trigger_binding_id and entity_id or filter_correlation_id"
-    return "give action_id (with entity_id for an entity action) or job_id"
-
-
-def _trigger(body: IntakeBody) -> None:
-    _refuse(body, ("action_id", "job_id"), "not a trigger_work filter (action_work takes it)")
-    if body.trigger_binding_id is None:
-        raise invalid("trigger_binding_id", "is required for trigger_work")
-    if body.entity_id is None and body.filter_correlation_id is None:
-        raise invalid("entity_id", "trigger_work needs entity_id or filter_correlation_id")
-
-
-def _action(body: IntakeBody) -> None:
-    trigger_only = ("trigger_binding_id", "filter_correlation_id")
-    _refuse(body, trigger_only, "not an action_work filter (trigger_work takes it)")
-    if body.job_id is not None:
-        known = "not with job_id: the job is already known"
-        _refuse(body, ("action_id", "entity_id", "since", "expect_jobs"), known)
-        return
-    if body.action_id is None:
-        raise invalid("action_id", "is required for action_work (or give job_id)")

@@ -6,11 +6,11 @@ from __future__ import annotations
 import hmac
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from aiohttp import web
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from orchestrator.errors import ApiProblem, StoreUnavailable
 from orchestrator.runtime import RUNTIME
@@ -19,6 +19,7 @@ log = logging.getLogger("orchestrator.api")
 
 PROBLEM_JSON = "application/problem+json"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Model = TypeVar("Model", bound=BaseModel)
 
 
 def problem_response(problem: ApiProblem) -> web.Response:
@@ -58,19 +59,24 @@ async def read_json(request: web.Request) -> Any:
         ) from None
 
 
-def from_validation_error(exc: ValidationError) -> ApiProblem:
-    """The first error, naming the field it concerns (dotted path)."""
-    err = exc.errors()[0]
-    loc = [str(p) for p in err.get("loc", ())]
-    msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-    # Model-level checks name their field at the start of the message.
-    if not loc and ": " in msg:
-        head, _, msg = msg.partition(": ")
-        loc = [head]
-    field = ".".join(loc) if loc else "body"
-    if err.get("type") == "extra_forbidden":
-        msg = "unknown field"
-    return invalid(field, msg)
+def validated(model: type[Model], raw: Any, object_only: bool = True) -> Model:
+    """``raw`` as ``model``, else a problem naming the field of the first error (dotted
+    path); ``object_only``: anything but a JSON object is refused as such."""
+    if object_only and not isinstance(raw, dict):
+        raise invalid("body", "must be a JSON object")
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = [str(p) for p in err.get("loc", ())]
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        # Model-level checks name their field at the start of the message.
+        if not loc and ": " in msg:
+            head, _, msg = msg.partition(": ")
+            loc = [head]
+        if err.get("type") == "extra_forbidden":
+            msg = "unknown field"
+        raise invalid(".".join(loc) if loc else "body", msg) from None
 
 
 # The answers about a request made to the workspace for the caller
@@ -109,34 +115,31 @@ _HTTP_TITLES = {
 async def problem_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
-    except ApiProblem as problem:
-        return problem_response(problem)
+    except ApiProblem as refused:
+        problem = refused
     except StoreUnavailable:
-        return problem_response(
-            ApiProblem(
-                503,
-                "Store unavailable",
-                "the store cannot write right now; nothing was acknowledged",
-                headers={"Retry-After": "5"},
-            )
+        problem = ApiProblem(
+            503,
+            "Store unavailable",
+            "the store cannot write right now; nothing was acknowledged",
+            headers={"Retry-After": "5"},
         )
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
         too_large = exc.status == 413
         allow = exc.headers.get("Allow")
-        return problem_response(
-            ApiProblem(
-                exc.status,
-                _HTTP_TITLES.get(exc.status, exc.reason),
-                "the body exceeds server.max_body_bytes" if too_large else None,
-                field="body" if too_large else None,
-                headers={"Allow": allow} if allow else None,
-            )
+        problem = ApiProblem(
+            exc.status,
+            _HTTP_TITLES.get(exc.status, exc.reason),
+            "the body exceeds server.max_body_bytes" if too_large else None,
+            field="body" if too_large else None,
+            headers={"Allow": allow} if allow else None,
         )
     except Exception:
         log.exception("unhandled error in %s %s", request.method, request.path)
-        return problem_response(ApiProblem(500, "Internal error"))
+        problem = ApiProblem(500, "Internal error")
+    return problem_response(problem)
 
 
 def token_ok(header: str | None, tokens: frozenset[str]) -> bool:
@@ -145,11 +148,9 @@ def token_ok(header: str | None, tokens: frozenset[str]) -> bool:
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token or token != token.strip():
         return False
-    # Compare against every token so timing does not tell which one matched.
-    matched = False
-    for candidate in tokens:
-        matched |= hmac.compare_digest(token.encode(), candidate.encode())
-    return matched
+    # Compare against every token (a list, not a generator that any() would cut
+    # short) so that timing does not tell which one matched.
+    return any([hmac.compare_digest(token.encode(), candidate.encode()) for candidate in tokens])
 
 
 @web.middleware

@@ -82,7 +82,8 @@ def tracking_problem(
     return ApiProblem(409, "Conflict", str(exc))
 
 
-def _accepting(rt: Runtime) -> None:
+def _accepting(request: web.Request) -> Runtime:
+    rt = request.app[RUNTIME]
     if rt.draining:
         raise ApiProblem(
             503,
@@ -90,19 +91,14 @@ def _accepting(rt: Runtime) -> None:
             "the service is draining; retry on another instance",
             headers={"Retry-After": "5"},
         )
-
-
-def _trace(request: web.Request) -> TraceIntake:
-    ignored = request.app[RUNTIME].metrics.trace_context_ignored_total
-    return TraceIntake(request.headers, lambda field: ignored.labels(field=field).inc())
+    return rt
 
 
 @routes.post("/v1/trackings")
 async def create_tracking(request: web.Request) -> web.Response:
-    rt = request.app[RUNTIME]
-    _accepting(rt)
+    rt = _accepting(request)
     declared = tracker_of(rt).filter_names
-    trace = _trace(request)
+    trace = TraceIntake(request.headers, rt.metrics.trace_context_ignored_total)
     with tracing.server_span("POST", "/v1/trackings", *trace.caller()) as span:
         trace.continue_in(span)
         raw = await read_json(request)
@@ -114,8 +110,7 @@ async def create_tracking(request: web.Request) -> web.Response:
 
 @routes.post("/v1/trackings/batch")
 async def create_batch(request: web.Request) -> web.Response:
-    rt = request.app[RUNTIME]
-    _accepting(rt)
+    rt = _accepting(request)
     raw = await read_json(request)
     if not isinstance(raw, dict) or set(raw) != {"items"}:
         raise ApiProblem(422, "Invalid request", 'body: must be {"items": [...]}', field="items")
@@ -126,7 +121,7 @@ async def create_batch(request: web.Request) -> web.Response:
         raise invalid("items", f"at most {MAX_BATCH} per batch")
     now = rt.clock.now()
     declared = tracker_of(rt).filter_names
-    trace = _trace(request)
+    trace = TraceIntake(request.headers, rt.metrics.trace_context_ignored_total)
     answers: list[dict[str, Any] | None] = []
     valid: list[NewTracking] = []
     with tracing.server_span("POST", "/v1/trackings/batch", *trace.caller()) as span:
@@ -151,11 +146,10 @@ async def create_batch(request: web.Request) -> web.Response:
 
 @routes.post("/v1/trackings/follow-ups")
 async def create_follow_ups(request: web.Request) -> web.Response:
-    rt = request.app[RUNTIME]
-    _accepting(rt)
+    rt = _accepting(request)
     body, bodies = follow_up_items(await read_json(request))
     now = rt.clock.now()
-    trace = _trace(request)
+    trace = TraceIntake(request.headers, rt.metrics.trace_context_ignored_total)
     with tracing.server_span("POST", "/v1/trackings/follow-ups", *trace.caller()) as span:
         trace.continue_in(span)
         items = [validate_intake(b, rt.settings, now, trace=trace) for b in bodies]
@@ -167,10 +161,13 @@ async def create_follow_ups(request: web.Request) -> web.Response:
 
 
 @routes.get("/v1/trackings/{tracking_id}")
-async def get_tracking(request: web.Request) -> web.Response:
+@routes.delete("/v1/trackings/{tracking_id}")
+async def one_tracking(request: web.Request) -> web.Response:
+    """GET (and HEAD): the tracking; DELETE: abandon it, leaving the remote work alone."""
     tracker = tracker_of(request.app[RUNTIME])
+    operation = tracker.abandon if request.method == "DELETE" else tracker.get
     try:
-        tracking = await tracker.get(path_tracking_id(request))
+        tracking = await operation(path_tracking_id(request))
     except TrackingError as exc:
         raise tracking_problem(exc) from None
     return json_response(tracking_resource(tracking))
@@ -249,16 +246,6 @@ async def cancel_tracking(request: web.Request) -> web.Response:
     raise forwarded_problem(
         answer.status, answer.detail, "Cannot cancel", extra, answer.retry_after
     )
-
-
-@routes.delete("/v1/trackings/{tracking_id}")
-async def abandon_tracking(request: web.Request) -> web.Response:
-    tracker = tracker_of(request.app[RUNTIME])
-    try:
-        ended = await tracker.abandon(path_tracking_id(request))
-    except TrackingError as exc:
-        raise tracking_problem(exc) from None
-    return json_response(tracking_resource(ended))
 
 
 @routes.get("/v1/functions/{function_key}/execution-model")

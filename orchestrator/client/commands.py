@@ -87,9 +87,8 @@ async def track(
     """Track one id, or (trigger_work, action_work) the work ``filters`` names."""
     try:
         async with _client(server) as orch:
-            given = {k: v for k, v in (filters or {}).items() if v is not None}
-            tracking = await orch.track(
-                kind, remote_id, workspace=workspace, timeout_s=timeout_s, **given
+            tracking = await orch.track(  # intake_body leaves the None values out
+                kind, remote_id, workspace=workspace, timeout_s=timeout_s, **(filters or {})
             )
             named = tracking.remote_id or _filter_text(tracking.filter)
             console.print(

@@ -258,10 +258,6 @@ async def sim_call(session: aiohttp.ClientSession, method: str, url: str, body: 
         return await resp.json()
 
 
-async def install_faults(session: aiohttp.ClientSession, sim_url: str, plan: Plan) -> None:
-    await sim_call(session, "PUT", f"{sim_url}/_sim/faults", {"rules": plan.faults})
-
-
 async def faults_fired(session: aiohttp.ClientSession, sim_url: str) -> dict[str, int]:
     """How many times each kind of fault was injected so far."""
     fired: dict[str, int] = {}

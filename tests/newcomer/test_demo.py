@@ -101,8 +101,7 @@ def test_plain_progress_lines_break_between_phrases_within_the_width() -> None:
     from rich.console import Console
 
     from orchestrator.demo.plan import Planned
-    from orchestrator.demo.progress import Display, Tally
-    from orchestrator.demo.sink import SinkStats
+    from orchestrator.demo.progress import Display, SinkStats, Tally
 
     planned = {f"trk_{i}": Planned("x", "function_job", {}) for i in range(300)}
     tally = Tally(planned)
