@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import binascii
 import math
-import time
 from collections.abc import Awaitable, Callable, Container, Iterable, Sequence
 from types import ModuleType
 from typing import Any, TypeVar
@@ -264,13 +263,6 @@ class SqlShared:
     # (sql, event, *params): a sink's state changed by one write, with its event; False,
     # with nothing written, when the write changed nothing.
     _change_sink: Callable[..., Awaitable[bool]]
-
-    async def check_writable(self) -> bool:
-        try:
-            await self._execute(self._q.PROBE_WRITE, time.time())
-        except StoreError:  # PostgreSQL's pool raises every failure as one
-            return False
-        return True
 
     async def get_tracking(self, tracking_id: str) -> Tracking | None:
         rows = await self._fetch(self._q.TRACKING_BY_ID, tracking_id)

@@ -49,7 +49,10 @@ CREATE_SCHEMA_VERSION = (
 )
 SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM schema_version"
 RECORD_MIGRATION = "INSERT INTO schema_version (version, name, applied_at) VALUES ($1, $2, $3)"
-PROBE_WRITE = numbered(queries.PROBE_WRITE)
+# No parameter: asyncpg sends it as one simple query, on any pooled connection. With
+# one, a connection's first use adds a prepare round trip, which on a slow link
+# alone can take the readiness probe past its bound.
+PROBE_WRITE = f"UPDATE store_probe SET at = {NOW} WHERE id = 1"
 
 # -- trackings ------------------------------------------------------------------------------
 

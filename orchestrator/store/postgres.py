@@ -162,6 +162,13 @@ class PostgresStore(codec.SqlShared, Store):
         async with self._pool.connection("store write failed", transaction=False) as conn:
             return _count(str(await conn.execute(sql, *args)))
 
+    async def check_writable(self) -> bool:
+        try:
+            await self._execute(q.PROBE_WRITE)
+        except Exception:
+            return False
+        return True
+
     # -- trackings ----------------------------------------------------------------------
 
     async def create_trackings(self, items: Sequence[NewTracking]) -> list[tuple[Tracking, bool]]:

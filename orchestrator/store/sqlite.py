@@ -13,6 +13,7 @@ import asyncio
 import fcntl
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, TypeVarTuple
@@ -162,6 +163,13 @@ class SqliteStore(codec.SqlShared, Store):
 
     async def _execute(self, sql: str, *params: object) -> int:
         return await self._submit(ops.execute, sql, params)
+
+    async def check_writable(self) -> bool:
+        try:
+            await self._execute(queries.PROBE_WRITE, time.time())
+        except StoreError:
+            return False
+        return True
 
     async def create_trackings(self, items: Sequence[NewTracking]) -> list[tuple[Tracking, bool]]:
         if not items:
