@@ -33,10 +33,6 @@ class TraceContext(NamedTuple):
     def trace_id(self) -> str:
         return self.traceparent[3:35]
 
-    @property
-    def sampled(self) -> bool:
-        return int(self.traceparent[53:55], 16) & 1 == 1
-
     def child(self) -> TraceContext:
         """The context of a new span under this one: same trace, a new span id."""
         span_id = secrets.token_hex(8)

@@ -21,7 +21,6 @@ FAILURE_REASONS = (
     "check_rule_violation",
 )
 PROJECTS = ("net", "ui")
-BUILD_KIND_NAMES = ("Build", "Check")
 
 
 @dataclass(frozen=True, slots=True)
