@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 import aiohttp
 import pytest
 
-from orchestrator.simulator import start_simulator
+from orchestrator.simulator import create_app, start_simulator
 from orchestrator.simulator.enums import JOB_SOURCE
 from tests.simulator.conftest import JOBS, OPS, call, set_job
 
@@ -93,14 +93,39 @@ async def test_an_enqueue_of_a_command_contract_is_refused(client: aiohttp.Clien
     assert await jobs(client, FunctionId="fn-totals-recalc") == []
 
 
-async def test_every_declared_filter_excludes_what_it_should(client: aiohttp.ClientSession) -> None:
+@pytest.fixture(params=[False, True], ids=["aiohttp", "front"])
+async def stepped(
+    request: pytest.FixtureRequest,
+) -> AsyncIterator[tuple[aiohttp.ClientSession, list[float]]]:
+    """A simulator whose clock moves only when the test moves it (``now[0]``), so two
+    jobs differ in CreatedAt however fast the machine creates them."""
+    now = [1_800_000_000.0]
+    app = create_app("fast", 7, clock=lambda: now[0])
+    async with (
+        await start_simulator(app=app, front=request.param) as running,
+        aiohttp.ClientSession(base_url=running.url) as session,
+    ):
+        yield session, now
+
+
+async def test_every_declared_filter_excludes_what_it_should(
+    stepped: tuple[aiohttp.ClientSession, list[float]],
+) -> None:
     """Fails if the simulator ignores any of these filters: each query has rows to keep
     out (other bindings, records, actions, correlation ids, older jobs)."""
+    client, now = stepped
     await set_job(client, pickup_s=5)
     await save(client, "Order", "ord-1", CorrelationId="corr-alpha")
     await save(client, "Order", "ord-2", CorrelationId="corr-beta")
-    await call(client, "POST", f"{RECORDS}/Order/records/ord-1/actions/act-order-approve/enqueue")
-    await call(client, "POST", "/api/workspace/actions/act-search-reindex/enqueue")
+    now[0] += 1.0  # the two action jobs are a second newer than the four trigger jobs
+    newer: set[str] = set()
+    for path in (
+        f"{RECORDS}/Order/records/ord-1/actions/act-order-approve/enqueue",
+        "/api/workspace/actions/act-search-reindex/enqueue",
+    ):
+        status, answer = await call(client, "POST", path)
+        assert status == 200, answer
+        newer.add(answer["Data"]["JobId"])
     everything = await jobs(client)
     assert len(everything) == 6
     cases: dict[str, tuple[dict[str, str], Any]] = {
@@ -123,7 +148,7 @@ async def test_every_declared_filter_excludes_what_it_should(client: aiohttp.Cli
     ]
     newest = max(j["CreatedAt"] for j in everything)
     later = await jobs(client, From=newest)
-    assert later and all(j["CreatedAt"] >= newest for j in later) and len(later) < len(everything)
+    assert {j["JobId"] for j in later} == newer, later
     status, runs = await call(client, "GET", f"{OPS}/runs?EntityId=ord-1")
     assert status == 200 and runs["Items"] == []  # nothing leased yet
 

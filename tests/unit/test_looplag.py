@@ -32,11 +32,14 @@ def _lag(metrics: Metrics, suffix: str, **labels: str) -> float:
     return value or 0.0
 
 
-async def _ticks(metrics: Metrics, at_least: int, limit_s: float = 10.0) -> None:
-    deadline = time.monotonic() + limit_s
-    while _lag(metrics, "_count") < at_least:
-        assert time.monotonic() < deadline, "the monitor never ticked"
-        await asyncio.sleep(0.01)
+async def _ticks(metrics: Metrics, at_least: int, interval_s: float = 0.02) -> None:
+    # Bounded by the monitor's own intervals on the same loop, not by a wall
+    # clock: a slow or busy machine slows both sides alike.
+    for _ in range(20 * at_least):
+        if _lag(metrics, "_count") >= at_least:
+            return
+        await asyncio.sleep(interval_s)
+    raise AssertionError(f"the monitor ticked {_lag(metrics, '_count'):.0f} times, not {at_least}")
 
 
 async def _run_monitor(
