@@ -35,6 +35,7 @@ from orchestrator.events.bus import EventBus
 from orchestrator.events.cloudevents import EventFactory
 from orchestrator.events.delivery import DeliveryService
 from orchestrator.events.pruner import run_pruner
+from orchestrator.events.signing import signing_keys
 from orchestrator.logs import register_secret
 from orchestrator.looplag import LoopLagMonitor
 from orchestrator.metrics import Metrics
@@ -123,6 +124,8 @@ class Service:
         self.tokens = api_tokens(settings)
         check_auth_rule(settings, self.tokens)
         _register_secrets(settings, self.tokens)
+        # Checked before anything starts: a missing secret is exit 2, not unsigned.
+        self.signing_keys = signing_keys(settings.events)
         self.stop_requested = asyncio.Event()
         self.failed = False
         self.port: int | None = None
@@ -156,7 +159,9 @@ class Service:
             resumed = 0 if store.shares_work else await _resume(engine, store)
             engine_task = asyncio.create_task(engine.run(), name="engine")
             log.info("resumed active trackings", extra={"fields": {"count": resumed}})
-            deliveries = DeliveryService(store, s.events, metrics, clock, bus)
+            deliveries = DeliveryService(
+                store, s.events, metrics, clock, bus, keys=self.signing_keys
+            )
             await deliveries.load_state()
             lag = LoopLagMonitor(metrics)
             replica = Replica(

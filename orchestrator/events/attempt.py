@@ -203,6 +203,7 @@ class Destination:
         since, why = self.disabled if self.disabled is not None else (None, None)
         return {
             "name": self.label,
+            "signed": self.secret is not None,
             "disabled": self.disabled is not None,
             "disabled_since": iso(since),
             "disabled_reason": why,
