@@ -187,7 +187,7 @@ def _choice(query: Any, name: str, vocabulary: type[_Word]) -> _Word | None:
 
 
 def _bad_query(name: str, message: str) -> ApiProblem:
-    return invalid(name, message, 400, "Invalid query")
+    return invalid(name, message, 422, "Invalid query")
 
 
 @routes.get("/v1/trackings")
