@@ -40,6 +40,7 @@ from orchestrator.logs import register_secret
 from orchestrator.looplag import LoopLagMonitor
 from orchestrator.metrics import Metrics
 from orchestrator.runtime import Runtime
+from orchestrator.startup_summary import startup_summary
 from orchestrator.store.base import Store
 from orchestrator.store.pg_connections import Listener
 from orchestrator.store.postgres import PostgresStore
@@ -129,6 +130,8 @@ class Service:
         self.stop_requested = asyncio.Event()
         self.failed = False
         self.port: int | None = None
+        # Set by `serve --with-simulator`: shown in the start-up line.
+        self.simulator_url: str | None = None
 
     def request_stop(self) -> None:
         self.stop_requested.set()
@@ -201,7 +204,9 @@ class Service:
             addresses = runner.addresses  # the port bound, when server.listen asks for 0
             self.port = addresses[0][1] if addresses else port
             metrics.ready.set(1)
-            log.info("listening", extra={"fields": {"listen": f"{host}:{self.port}"}})
+            api_url = f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
+            message, fields = startup_summary(s, api_url, self.signing_keys, self.simulator_url)
+            log.info("%s", message, extra={"fields": fields})
             await self._supervise(runtime, engine, engine_task, deliveries, lag, on_ready)
         finally:
             if engine_task is not None and not engine_task.done():  # start-up failed
