@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -136,3 +137,31 @@ async def test_signing_none_starts_warns_once_and_sends_unsigned(tmp_path: Path)
     warnings = [r for r in records if r.get("level") == "warning" and "unsigned" in r["msg"]]
     assert len(warnings) == 1, warnings
     assert '"app"' in warnings[0]["msg"]
+
+
+def _documented_container_env() -> dict[str, str]:
+    """The -e settings of docs/operations.md's `podman run` that concern events."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    found = re.findall(
+        r"-e '?((?:ORCH_EVENTS__SINKS|ORCH_SINK_SECRET|ORCH_API_TOKENS)=[^' ]+)'?", text
+    )
+    env = dict(item.split("=", 1) for item in found)
+    assert set(env) == {"ORCH_EVENTS__SINKS", "ORCH_SINK_SECRET", "ORCH_API_TOKENS"}, found
+    return env
+
+
+async def test_the_container_s_documented_sink_environment_still_starts(tmp_path: Path) -> None:
+    port = free_port()
+    # The workspace is a closed loopback port: nothing leaves this machine.
+    cfg = write_config(tmp_path, "http://127.0.0.1:9", port)
+    serve = ServeProcess(cfg, port, tmp_path / "serve.log", env=_documented_container_env())
+    try:
+        async with aiohttp.ClientSession() as session:
+            await serve.start(session)
+            token = {"Authorization": "Bearer " + _documented_container_env()["ORCH_API_TOKENS"]}
+            async with session.get(f"{serve.url}/v1/sinks", headers=token) as resp:
+                (state,) = (await resp.json())["items"]
+            assert state["name"] == "app" and state["signed"] is True
+        assert serve.terminate() == 0
+    finally:
+        serve.ensure_dead()
