@@ -573,9 +573,9 @@ async def test_dead_delivery_redriven_through_the_api_arrives(store: Store, sink
         async with http.post(f"{base}/v1/deliveries/999999/retry") as r:
             assert r.status == 404
         async with http.get(f"{base}/v1/deliveries", params={"state": "lost"}) as r:
-            assert r.status == 400 and (await r.json())["field"] == "state"
+            assert r.status == 422 and (await r.json())["field"] == "state"
         async with http.get(f"{base}/v1/deliveries", params={"cursor": "%%%"}) as r:
-            assert r.status == 400 and (await r.json())["field"] == "cursor"
+            assert r.status == 422 and (await r.json())["field"] == "cursor"
         async with http.get(f"{base}/v1/deliveries", params={"state": "delivered"}) as r:
             (done,) = (await r.json())["items"]
             assert done["delivered_at"] is not None and done["last_status"] == 200
