@@ -53,8 +53,10 @@ async def test_serve_with_simulator_says_where_everything_is_in_one_info_line(
     log = tmp_path / "serve.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator", "serve", "--config", str(cfg)]
-            + ["--with-simulator", "--simulator-state", str(tmp_path / "sim.json")],
+            [
+                *(sys.executable, "-m", "orchestrator", "serve", "--config", str(cfg)),
+                *("--with-simulator", "--simulator-state", str(tmp_path / "sim.json")),
+            ],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,
