@@ -43,7 +43,8 @@ Result = Literal["delivered", "retry", "dead"]
 
 
 def secret_key(secret: str) -> bytes | None:
-    """The HMAC key of a ``whsec_`` secret; None for any other value (unsigned).
+    """The HMAC key of a ``whsec_`` secret; None for any other value (which
+    ``signing_keys`` refuses at start-up: never unsigned by accident).
 
     Raises ValueError for a ``whsec_`` secret whose key is not base64 or is
     empty: signing with a wrong key would make every receiver reject us.
