@@ -52,6 +52,7 @@ def _serve(args: argparse.Namespace) -> int:
                 f"workspaces.{default.name}.base_url: the simulator cannot listen on "
                 f"{host}:{port}: {exc.strerror or exc}"
             ) from None
+        service.simulator_url = sim.url
         try:
             return await service.run()
         finally:

@@ -219,6 +219,10 @@ class WorkspaceConfig(_Section):
         return v.rstrip("/")
 
 
+# How deliveries are signed: Standard Webhooks with a whsec_ secret, or "none".
+Signing = Literal["standard-webhooks", "none"]
+
+
 class SinkConfig(_Section):
     name: str
     url: str
@@ -228,6 +232,8 @@ class SinkConfig(_Section):
     # CloudEvents HTTP content mode: the whole event as the body, or binary
     # (ce-* headers, the data as the body).
     mode: Literal["structured", "binary"] = "structured"
+    # Unsigned only when said here: a missing or wrong secret stops start-up instead.
+    signing: Signing = "standard-webhooks"
 
     @field_validator("url")
     @classmethod
@@ -240,6 +246,7 @@ class SinkConfig(_Section):
 class EventsConfig(_Section):
     callback_allowlist: list[str] = Field(default_factory=list)
     callback_secret_env: str = "ORCH_CALLBACK_SECRET"
+    callback_signing: Signing = "standard-webhooks"
     callback_max_age_s: float = Field(default=86400, gt=0)
     retry_schedule_s: list[float] = Field(
         default_factory=lambda: [5.0, 30.0, 120.0, 600.0, 1800.0, 3600.0]

@@ -57,7 +57,10 @@ NOTES = {
     "workspaces.pool_idle_timeout_s": "below the workspace's keep-alive timeout",
     "events.callback_allowlist": "URL prefixes a callback_url must start with",
     "events.retention_s": "delivered events and terminal trackings are pruned after",
+    "events.callback_secret_env": "its whsec_ secret; required once callbacks are allowed",
+    "events.callback_signing": '"none": callbacks unsigned, on purpose',
     "events.sinks.secret_env": "a whsec_... secret signs deliveries",
+    "events.sinks.signing": '"none": unsigned, on purpose (else secret_env is required)',
     "logging.format": "or console",
 }
 # Keys that default to None, shown commented out with an example value.

@@ -35,10 +35,12 @@ from orchestrator.events.bus import EventBus
 from orchestrator.events.cloudevents import EventFactory
 from orchestrator.events.delivery import DeliveryService
 from orchestrator.events.pruner import run_pruner
+from orchestrator.events.signing import signing_keys
 from orchestrator.logs import register_secret
 from orchestrator.looplag import LoopLagMonitor
 from orchestrator.metrics import Metrics
 from orchestrator.runtime import Runtime
+from orchestrator.startup_summary import startup_summary
 from orchestrator.store.base import Store
 from orchestrator.store.pg_connections import Listener
 from orchestrator.store.postgres import PostgresStore
@@ -123,9 +125,13 @@ class Service:
         self.tokens = api_tokens(settings)
         check_auth_rule(settings, self.tokens)
         _register_secrets(settings, self.tokens)
+        # Checked before anything starts: a missing secret is exit 2, not unsigned.
+        self.signing_keys = signing_keys(settings.events)
         self.stop_requested = asyncio.Event()
         self.failed = False
         self.port: int | None = None
+        # Set by `serve --with-simulator`: shown in the start-up line.
+        self.simulator_url: str | None = None
 
     def request_stop(self) -> None:
         self.stop_requested.set()
@@ -156,7 +162,9 @@ class Service:
             resumed = 0 if store.shares_work else await _resume(engine, store)
             engine_task = asyncio.create_task(engine.run(), name="engine")
             log.info("resumed active trackings", extra={"fields": {"count": resumed}})
-            deliveries = DeliveryService(store, s.events, metrics, clock, bus)
+            deliveries = DeliveryService(
+                store, s.events, metrics, clock, bus, keys=self.signing_keys
+            )
             await deliveries.load_state()
             lag = LoopLagMonitor(metrics)
             replica = Replica(
@@ -196,7 +204,9 @@ class Service:
             addresses = runner.addresses  # the port bound, when server.listen asks for 0
             self.port = addresses[0][1] if addresses else port
             metrics.ready.set(1)
-            log.info("listening", extra={"fields": {"listen": f"{host}:{self.port}"}})
+            api_url = f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
+            message, fields = startup_summary(s, api_url, self.signing_keys, self.simulator_url)
+            log.info("%s", message, extra={"fields": fields})
             await self._supervise(runtime, engine, engine_task, deliveries, lag, on_ready)
         finally:
             if engine_task is not None and not engine_task.done():  # start-up failed

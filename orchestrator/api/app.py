@@ -10,6 +10,7 @@ from orchestrator.aio import bounded
 from orchestrator.api.events_routes import add_event_routes
 from orchestrator.api.openapi import build_openapi
 from orchestrator.api.problems import auth_middleware, problem_middleware
+from orchestrator.api.query import accepted_queries, query_middleware
 from orchestrator.api.trackings import routes as tracking_routes
 from orchestrator.runtime import RUNTIME, Runtime
 
@@ -46,14 +47,17 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 def create_app(runtime: Runtime) -> web.Application:
+    spec = build_openapi()
+    # After the token check: an unauthenticated caller learns nothing of the query rules.
+    refuse_unknown_query = query_middleware(accepted_queries(spec))
     app = web.Application(
-        middlewares=[problem_middleware, auth_middleware],
+        middlewares=[problem_middleware, auth_middleware, refuse_unknown_query],
         client_max_size=runtime.settings.server.max_body_bytes,
     )
     app[RUNTIME] = runtime
     app.add_routes(tracking_routes)
     add_event_routes(app)
-    document = orjson.dumps(build_openapi())
+    document = orjson.dumps(spec)
 
     async def openapi(request: web.Request) -> web.Response:
         return web.Response(body=document, content_type="application/json")

@@ -65,7 +65,8 @@ def _int_param(raw: str | None, name: str, default: int, lo: int, hi: int | None
 
 
 def _bad_param(name: str, rule: str) -> ApiProblem:
-    return ApiProblem(400, "Invalid parameter", f"{name} {rule}", field=name)
+    # 422, as every other validation error of a query or a body.
+    return ApiProblem(422, "Invalid parameter", f"{name} {rule}", field=name)
 
 
 def event_json(record: EventRecord) -> dict[str, Any]:

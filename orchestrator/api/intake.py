@@ -9,6 +9,7 @@ route. The id kinds refuse these fields, naming the first one given.
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
     from prometheus_client import Counter
 
     from orchestrator.interpret.filters import FilterNames
+
+log = logging.getLogger("orchestrator.api")
 
 # Intake field -> the filter it is sent as on the jobs route.
 SENT_AS = {
@@ -301,10 +304,17 @@ def filter_intake(
         for field in _given(body, tuple(SENT_AS)) if body.job_id is None else ():
             wanted = SENT_AS[field]
             if not declared.declared("function_jobs", wanted):
+                # What the user asked for is refused: worth an INFO line, unlike
+                # the start-up note that the route lacks the filter.
+                name = declared.name("function_jobs", wanted)
+                log.info(
+                    "intake refused: the jobs list route declares no filter for a field",
+                    extra={"fields": {"field": field, "filter": name}},
+                )
                 raise invalid(
                     field,
                     "the workspace's OpenAPI document declares no filter for it "
-                    f"({declared.name('function_jobs', wanted)}) on the jobs list route",
+                    f"({name}) on the jobs list route",
                 )
     work = WorkFilter(
         trigger_binding_id=body.trigger_binding_id,

@@ -54,11 +54,11 @@ def _forwarded(description: str) -> dict[str, Any]:
 
 
 _ERRORS = {
-    "400": _problem("Malformed request"),
+    "400": _problem("The body is not valid JSON"),
     "401": _problem("Missing or wrong bearer token"),
     "413": _problem("Body too large"),
     "415": _problem("Body is not JSON"),
-    "422": _problem("Invalid field (named in `field`)"),
+    "422": _problem("Invalid field or query parameter, or an unknown one (named in `field`)"),
     "503": _problem("Draining or store unavailable"),
 }
 # A request the service makes to the workspace for the caller, when it is not carried
@@ -319,16 +319,45 @@ def build_openapi() -> dict[str, Any]:
                 workspace=True,
             ),
         },
-        "/healthz": {"get": _unguarded("healthz", {"200": {"description": "Alive"}})},
+        "/healthz": {
+            "get": _unguarded(
+                "healthz",
+                {"200": {"description": "Alive"}, "422": _problem("Unknown query parameter")},
+            )
+        },
         "/readyz": {
             "get": _unguarded(
-                "readyz", {"200": {"description": "Ready"}, "503": {"description": "Not ready"}}
+                "readyz",
+                {
+                    "200": {"description": "Ready"},
+                    "503": {"description": "Not ready"},
+                    "422": _problem("Unknown query parameter"),
+                },
             )
         },
         "/metrics": {
+            "get": {
+                **_unguarded(
+                    "metrics",
+                    {
+                        "200": {
+                            "description": "Prometheus exposition",
+                            "content": {"text/plain": {}},
+                        },
+                        "422": _problem("Unknown query parameter"),
+                    },
+                ),
+                # prometheus-client's own filter: only the series of these names.
+                "parameters": [_query("name[]", {"type": "array", "items": {"type": "string"}})],
+            }
+        },
+        "/openapi.json": {
             "get": _unguarded(
-                "metrics",
-                {"200": {"description": "Prometheus exposition", "content": {"text/plain": {}}}},
+                "openapi",
+                {
+                    "200": _json(_OBJECT, "This document"),
+                    "422": _problem("Unknown query parameter"),
+                },
             )
         },
     }

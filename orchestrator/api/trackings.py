@@ -165,12 +165,21 @@ async def create_follow_ups(request: web.Request) -> web.Response:
 async def one_tracking(request: web.Request) -> web.Response:
     """GET (and HEAD): the tracking; DELETE: abandon it, leaving the remote work alone."""
     tracker = tracker_of(request.app[RUNTIME])
+    tracking_id = path_tracking_id(request)
+    if request.method == "DELETE":
+        await _no_body(request, "abandon")  # the request's shape before the tracking's state
     operation = tracker.abandon if request.method == "DELETE" else tracker.get
     try:
-        tracking = await operation(path_tracking_id(request))
+        tracking = await operation(tracking_id)
     except TrackingError as exc:
         raise tracking_problem(exc) from None
     return json_response(tracking_resource(tracking))
+
+
+async def _no_body(request: web.Request, what: str) -> None:
+    """A command that takes no body (or ``{}``): anything else is a 422 naming ``body``."""
+    if request.can_read_body and await read_json(request) != {}:
+        raise invalid("body", f"{what} takes no body (or {{}})")
 
 
 _Word = TypeVar("_Word", bound=StrEnum)
@@ -187,7 +196,7 @@ def _choice(query: Any, name: str, vocabulary: type[_Word]) -> _Word | None:
 
 
 def _bad_query(name: str, message: str) -> ApiProblem:
-    return invalid(name, message, 400, "Invalid query")
+    return invalid(name, message, 422, "Invalid query")
 
 
 @routes.get("/v1/trackings")
@@ -227,11 +236,11 @@ async def list_trackings(request: web.Request) -> web.Response:
 async def cancel_tracking(request: web.Request) -> web.Response:
     tracker = tracker_of(request.app[RUNTIME])
     tracking_id = path_tracking_id(request)
+    # In the documented order: the request's shape (422), then the tracking's
+    # state (404, 409), and only then is the workspace asked anything.
+    await _no_body(request, "cancel")
     try:
-        # Everything the caller gave is checked before the workspace is asked anything.
         await tracker.active_function_job(tracking_id)
-        if request.can_read_body and await read_json(request) != {}:
-            raise invalid("body", "cancel takes no body (or {})")
         answer = await tracker.cancel(tracking_id)
     except TrackingError as exc:
         raise tracking_problem(exc, _NOT_CANCELLABLE) from None
@@ -299,11 +308,10 @@ def _expected_version(raw: Any) -> str | None:
 async def stop_retries(request: web.Request) -> web.Response:
     tracker = tracker_of(request.app[RUNTIME])
     tracking_id = path_tracking_id(request)
+    # The request's shape (422) before the tracking's state (404, 409), as for cancel.
+    expected = _expected_version(await read_json(request) if request.can_read_body else None)
     try:
-        # Before the body is read: a tracking that cannot have its retries stopped
-        # is refused as such whatever the body says.
         tracking = await tracker.active_function_job(tracking_id)
-        expected = _expected_version(await read_json(request) if request.can_read_body else None)
         answer = await tracker.stop_retries(tracking_id, expected)
     except TrackingError as exc:
         raise tracking_problem(exc, _NO_RETRY_CHAIN) from None

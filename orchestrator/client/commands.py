@@ -40,6 +40,21 @@ def server_url(explicit: str | None) -> str:
     return explicit or os.environ.get("ORCH_SERVER") or DEFAULT_SERVER
 
 
+def unreachable(server: str | None, exc: BaseException) -> str:
+    """What went wrong reaching the service, in words (aiohttp's own text says
+    "ssl:default" even for plain http, which only misleads)."""
+    url = server_url(server)
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        error = exc.os_error
+        # A negative errno is a name-resolution error, whose own text says it.
+        why = os.strerror(error.errno) if error.errno and error.errno > 0 else error.strerror
+        why = (why or "connection failed").lower()
+        return f"cannot reach the service at {url}: {why} (is `orchestrator serve` running?)"
+    if isinstance(exc, TimeoutError):
+        return f"cannot reach the service at {url}: no answer in time"
+    return f"cannot reach the service at {url}: {exc or type(exc).__name__}"
+
+
 def _client(server: str | None) -> OrchestratorClient:
     return OrchestratorClient(server_url(server), token=os.environ.get("ORCH_API_TOKEN") or None)
 
@@ -107,7 +122,7 @@ async def track(
         )
         return EXIT_USAGE
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        console.print(f"[red]orchestrator: cannot reach {server_url(server)}: {exc}[/]")
+        console.print(f"[red]orchestrator: {unreachable(server, exc)}[/]")
         return EXIT_USAGE
     console.print(
         f"{final.tracking_id} ended as {outcome_text(final.outcome)} after {final.polls} polls"
@@ -174,7 +189,7 @@ async def status(console: Console, *, server: str | None = None, recent: int = 1
         console.print(f"[red]orchestrator: {exc}[/]")
         return EXIT_USAGE
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        console.print(f"[red]orchestrator: cannot reach {server_url(server)}: {exc}[/]")
+        console.print(f"[red]orchestrator: {unreachable(server, exc)}[/]")
         return EXIT_USAGE
 
     active = Table(title=f"Active trackings at {server_url(server)}", title_justify="left")

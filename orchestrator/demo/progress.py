@@ -294,13 +294,20 @@ def summary(
     )
     if tally.anomalies:
         lines.append(
-            f"contract anomalies (Completed without run evidence, kept polling): {tally.anomalies}"
+            f"contract anomalies: {tally.anomalies} status reads broke the platform's documented "
+            "contract (e.g. Completed without its run's evidence); none was taken as an "
+            "outcome, polling went on"
         )
     if tally.reasons:
         ranked = sorted(tally.reasons.items(), key=lambda kv: (-kv[1], kv[0]))  # ties by name
         lines.append("build failure ReasonCodes: " + ", ".join(f"{k} {v}" for k, v in ranked))
+    # The cancelled outcomes also count jobs and builds the simulated operators
+    # cancelled on the workspace's side, so the two numbers differ on purpose.
+    elsewhere = max(0, tally.count("cancelled") - tally.cancels_accepted)
     lines.append(
-        f"cancels: {tally.cancels_asked} asked, {tally.cancels_accepted} accepted (202)"
+        f"cancels through the orchestrator: {tally.cancels_asked} asked, "
+        f"{tally.cancels_accepted} accepted (202); {elsewhere} more ended "
+        "cancelled by the workspace's side (simulated operators)"
         + "".join(f"; {r}" for r in tally.cancel_refusals[:3])
     )
     lines.append(f"scripted scenarios ended as planned: {tally.as_planned}/{tally.scripted}")

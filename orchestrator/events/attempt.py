@@ -43,7 +43,8 @@ Result = Literal["delivered", "retry", "dead"]
 
 
 def secret_key(secret: str) -> bytes | None:
-    """The HMAC key of a ``whsec_`` secret; None for any other value (unsigned).
+    """The HMAC key of a ``whsec_`` secret; None for any other value (which
+    ``signing_keys`` refuses at start-up: never unsigned by accident).
 
     Raises ValueError for a ``whsec_`` secret whose key is not base64 or is
     empty: signing with a wrong key would make every receiver reject us.
@@ -203,6 +204,7 @@ class Destination:
         since, why = self.disabled if self.disabled is not None else (None, None)
         return {
             "name": self.label,
+            "signed": self.secret is not None,
             "disabled": self.disabled is not None,
             "disabled_since": iso(since),
             "disabled_reason": why,

@@ -14,23 +14,22 @@ from __future__ import annotations
 import asyncio
 import heapq
 import logging
-import os
 import random
 from collections.abc import Mapping
 
 from orchestrator.aio import wait_event
 from orchestrator.clock import Clock, iso
 from orchestrator.config import EventsConfig
-from orchestrator.errors import ConfigError, StoreUnavailable
+from orchestrator.errors import StoreUnavailable
 from orchestrator.events.attempt import (
     Decision,
     Destination,
     RetryPolicy,
-    secret_key,
     send_attempt,
 )
 from orchestrator.events.bus import EventBus
 from orchestrator.events.cloudevents import CALLBACK, EventFactory, sink_destination
+from orchestrator.events.signing import signing_keys
 from orchestrator.events.sinkstate import SinkStates
 from orchestrator.metrics import DELIVERY_RESULTS, Metrics
 from orchestrator.store.base import Delivery, Store
@@ -62,7 +61,10 @@ class DeliveryService:
         transport: Transport | None = None,
         secrets: Mapping[str, str] | None = None,
         rng: random.Random | None = None,
+        keys: Mapping[str, bytes | None] | None = None,
     ) -> None:
+        """``keys``: the destinations' signing keys as ``signing_keys()`` resolved
+        them (else resolved here, from ``secrets`` or the environment)."""
         self._store = store
         self._events = events
         self._metrics = metrics
@@ -77,14 +79,21 @@ class DeliveryService:
         self._tg: asyncio.TaskGroup | None = None
         self._side_tasks: list[asyncio.Task[None]] = []
         self._dests: dict[str, Destination] = {}
+        if keys is None:  # a ConfigError rather than unsigned by accident
+            keys = signing_keys(events, secrets)
         for sink in events.sinks:
             key = sink_destination(sink.name)
-            secret = _key(secrets, key, sink.secret_env, sink.name)
-            dest = self._add(key, sink.name, sink.url, sink.max_in_flight, sink.max_age_s, secret)
+            dest = self._add(
+                key, sink.name, sink.url, sink.max_in_flight, sink.max_age_s, keys[key]
+            )
             dest.binary = sink.mode == "binary"
-        secret = _key(secrets, CALLBACK, events.callback_secret_env, CALLBACK)
         self._add(
-            CALLBACK, CALLBACK, None, CALLBACK_MAX_IN_FLIGHT, events.callback_max_age_s, secret
+            CALLBACK,
+            CALLBACK,
+            None,
+            CALLBACK_MAX_IN_FLIGHT,
+            events.callback_max_age_s,
+            keys[CALLBACK],
         )
         self._states = SinkStates(store, EventFactory(events), metrics, bus, self._dests)
 
@@ -340,18 +349,3 @@ class DeliveryService:
         True if it was disabled, False if it was not, None for no such sink;
         StoreUnavailable when the change cannot be stored."""
         return await self._states.enable(name, self._clock.now())
-
-
-def _key(secrets: Mapping[str, str] | None, dest: str, env: str | None, label: str) -> bytes | None:
-    """The destination's signing key: from ``secrets`` when given, else from ``env``."""
-    raw = secrets.get(dest) if secrets is not None else (os.environ.get(env) if env else None)
-    if not raw:
-        return None
-    source = env or dest
-    try:
-        key = secret_key(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{source}: {exc}") from None
-    if key is None:
-        log.warning("%s: the secret for %s is not a whsec_ secret; sending unsigned", source, label)
-    return key

@@ -234,8 +234,10 @@ class WorkspaceClient:
             )  # fmt: skip
         for route in routes:
             undeclared = self.filters.undeclared(route)
+            # DEBUG: nobody asked for these yet; an intake that names one is
+            # refused (422) and logged then.
             if undeclared:
-                log.info(
+                log.debug(
                     "list route does not declare some filters; intake naming them is refused",
                     extra={"fields": {"workspace": self.name, "route": route,
                                       "undeclared": undeclared}},

@@ -46,7 +46,7 @@ async def test_list_filters_and_cursor_paging(api: Api) -> None:
         "cursor=%%%",
     ):
         status, problem = await api.call("GET", f"/v1/trackings?{bad}")
-        assert status == 400, (bad, problem)
+        assert status == 422, (bad, problem)
         assert problem["field"] == bad.split("=")[0]
 
 

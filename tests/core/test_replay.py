@@ -43,8 +43,8 @@ async def test_replay_resends_the_range_to_that_sink_only(start_service: StartSe
             events={
                 "retry_schedule_s": [0.2],
                 "sinks": [
-                    {"name": "a", "url": sinks.url("a"), "secret_env": "ORCH_TEST_NO_SECRET"},
-                    {"name": "b", "url": sinks.url("b"), "secret_env": "ORCH_TEST_NO_SECRET"},
+                    {"name": "a", "url": sinks.url("a"), "signing": "none"},
+                    {"name": "b", "url": sinks.url("b"), "signing": "none"},
                 ],
             }
         )

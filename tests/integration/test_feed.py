@@ -261,7 +261,7 @@ async def test_bad_parameters_are_problems_naming_the_field(
     field: str,
 ) -> None:
     async with http.get(feed.base + path, params=params, headers=headers) as r:
-        assert r.status == 400
+        assert r.status == 422
         assert (await r.json())["field"] == field
 
 

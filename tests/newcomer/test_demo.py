@@ -29,6 +29,9 @@ def test_demo_runs_to_a_clean_summary() -> None:
     for outcome in ("succeeded", "failed", "cancelled", "deadline_exceeded", "not_found"):
         assert outcome in out
     assert "ReasonCodes: " in out
+    # The cancel line says why it differs from the cancelled outcomes.
+    assert re.search(r"cancels through the orchestrator: \d+ asked, \d+ accepted \(202\); "
+                     r"\d+ more ended cancelled by the workspace", out), out  # fmt: skip
     # Summary lines are never cut mid-phrase (they once broke before "webhook-id").
     summary = out[out.index("trackings: 50 submitted") :].splitlines()
     starts = ("trackings:", "events:", "polls per", "transport", "contract", "build", "cancels",

@@ -41,8 +41,8 @@ def promised_outcomes() -> set[str]:
     return set(re.findall(r'`"outcome":"(\w+)"`', README.read_text()))
 
 
-def run_tour(tmp_path: Path, profile: dict[str, Any] | None = None) -> tuple[str, str, str]:
-    """The tour's three runnable blocks against a live service: (curl, CLI, Python) output.
+def run_tour(tmp_path: Path, profile: dict[str, Any] | None = None) -> tuple[str, str, str, str]:
+    """The tour's runnable blocks against a live service: (curl, CLI, Python, cancel) output.
 
     ``profile``: a job behaviour put on the simulator first (its control API), else
     the embedded defaults throughout."""
@@ -70,11 +70,11 @@ def run_tour(tmp_path: Path, profile: dict[str, Any] | None = None) -> tuple[str
             )
             assert done.returncode == 0, (code, done.stdout, done.stderr)
             outputs.append(done.stdout)
-    tour, cli, python = outputs
-    return tour, cli, python
+    tour, cli, python, cancel = outputs
+    return tour, cli, python, cancel
 
 
-def check_as_promised(tour: str, cli: str, python: str) -> set[str]:
+def check_as_promised(tour: str, cli: str, python: str, cancel: str) -> set[str]:
     """Each block's output has the shape README.md gives for the outcome it shows;
     answers the outcomes seen."""
     promised = promised_outcomes()
@@ -100,6 +100,12 @@ def check_as_promised(tour: str, cli: str, python: str) -> set[str]:
     assert first in promised and result.startswith("{"), python
     if first == "failed":
         assert "'last_error': '" in result
+
+    # The job kept Queued is cancelled as the README says; each JSON ends its line.
+    accepted, ended = cancel.splitlines()
+    assert json.loads(accepted)["remote_status"] == "Queued", cancel
+    assert json.loads(ended)["outcome"] == "cancelled", cancel
+    assert tour.endswith("\n") and "}{" not in tour
     return {outcome, said.group(1), first}
 
 
@@ -119,3 +125,18 @@ def test_the_readme_tour_shows_what_the_readme_says_of_a_job_that_fails_every_at
     # The rare branch, made certain (and quick) through the simulator's control API.
     failing = {"sequence": ["failed"], "pickup_s": 0.1, "duration_s": 0.2, "retry_delay_s": 0.2}
     assert check_as_promised(*run_tour(tmp_path, failing)) == {"failed"}
+
+
+def test_the_tour_run_twice_waits_for_its_own_tracking_each_time(tmp_path: Path) -> None:
+    # The wait loop once matched any terminal tracking: a second run returned at once.
+    [(_, _, tour)] = [b for b in blocks() if b[0] and b[1] == "sh"][:1]
+    with serve_with_simulator(tmp_path) as (port, sim_port):
+        for _ in range(2):
+            done = subprocess.run(
+                ["bash", "-euo", "pipefail", "-c", for_ports(tour, port, sim_port)],
+                cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=90,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            created, ended = (json.loads(line) for line in done.stdout.splitlines()[:2])
+            assert ended["tracking_id"] == created["tracking_id"]
+            assert ended["state"] == "terminal", ended

@@ -128,6 +128,10 @@ async def test_usage_and_connection_errors_exit_10(stack: Stack) -> None:
         token=stack.token,
     )  # fmt: skip
     assert code == 10 and "cannot reach" in out
+    # Plain words for plain http: not aiohttp's "Cannot connect to host ... ssl:default".
+    assert "connection refused" in out and "ssl:" not in out, out
+    code, out = await cli("status", "--server", f"http://127.0.0.1:{free_port()}", token=None)
+    assert code == 10 and "connection refused" in out and "ssl:" not in out, out
     code, out = await cli("track", "function_job", "J-1", "--server", stack.url, token="wrong")
     assert code == 10 and "401" in out
     code, out = await cli("status", "--server", stack.url, token=None)
