@@ -7,8 +7,11 @@ at ``--rate`` a second for ``--minutes`` (intake taking turns among the
 replicas), then stops intake and waits for every tracking to end. Every 10 s it
 samples each process: active trackings, ended trackings, RSS, open files, the
 database's size, and intake-to-terminal times. It counts terminal events per
-tracking from the feed (every tracking must end exactly once). Prints a
-summary and writes every sample with ``--out``. Started by hand (it is not a CI
+tracking from the feed (every tracking must end exactly once). With replicas
+it also reads their leases (bench/lease_figures.py): warnings about leases in
+their logs, the leases gauge right after the drain, and from the simulator's
+request log every job whose reader changed within a lease timeout; any of these
+fails the run. Prints a summary and writes every sample with ``--out``. Started by hand (it is not a CI
 test); all traffic stays on 127.0.0.1, and the run is bounded by its duration
 plus ``--drain-s``.
 
@@ -37,6 +40,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.lease_figures import log_warnings, metrics_after_drain, shared_reads
 from bench.procs import Serve, Simulator, free_port, kill_spawned, rss_bytes, serve_config
 from bench.replicas_phase import Cluster
 
@@ -44,6 +48,7 @@ from bench.replicas_phase import Cluster
 # totals.recalculate: a Command contract behind an Enqueue publication).
 KEYS = ("billing.sync-invoices", "reports.nightly-export")
 SAMPLE_S = 10.0
+LEASE_TIMEOUT_S = 30.0  # the product's default
 
 
 def open_files(pid: int) -> int:
@@ -157,7 +162,7 @@ async def soak(
             port = free_port()
             replica = None
             if replicas:
-                replica = {"url": store.dsn, "replica_id": f"soak-{i}", "lease_timeout_s": 30,
+                replica = {"url": store.dsn, "replica_id": f"soak-{i}", "lease_timeout_s": LEASE_TIMEOUT_S,
                            "stall_lag_s": 5}  # fmt: skip
             cfg = serve_config(
                 workdir / f"serve-{i}.toml", port=port, db=store.db,
@@ -169,6 +174,7 @@ async def soak(
             await serve.start(session)
         serve = serves[0]  # the feed: one log, shared by replicas
         drained_in = None
+        leases: dict[str, Any] = {}
         try:
             started = time.monotonic()
             until = started + minutes * 60
@@ -193,14 +199,23 @@ async def soak(
                     await asyncio.sleep(1.0)
                     await feed.read(session, serve)
                 drained_in = time.monotonic() - until
+            if replicas:  # the gauges the moment the last tracking has ended
+                leases["after_drain"] = [await metrics_after_drain(session, s.url) for s in serves]
             samples.append(await sample(session, serves, store, feed, made, started))
         except TimeoutError:
             samples.append(await sample(session, serves, store, feed, made, started))
+        try:
+            if replicas:
+                rids = [t["remote_id"] for t in feed.ended.values()]
+                leases["reads"] = await shared_reads(session, sim.url, rids, LEASE_TIMEOUT_S)
         finally:
             exit_codes = [s.terminate() for s in serves]
             sim.stop()
             store.stop()
-    return report(samples, at_stop, feed, made, rate, drained_in, exit_codes, retention_s)
+    if replicas:
+        leases["warnings"] = [log_warnings(s.log) for s in serves]
+    result = report(samples, at_stop, feed, made, rate, drained_in, exit_codes, retention_s)
+    return {**result, "leases": leases} if replicas else result
 
 
 async def sample(
@@ -306,8 +321,21 @@ def main() -> int:
         result["never_ended"] == 0
         and result["ended_twice"] == 0
         and result["work_active_at_stop_s"] < 5
+        and (not args.replicas or leases_held(result["leases"]))
     )
     return 0 if ok else 1
+
+
+def leases_held(leases: dict[str, Any]) -> bool:
+    """No lease trouble among healthy replicas: no warning about leases, no job whose
+    reader changed within a lease timeout, every leases gauge at 0 after the drain."""
+    return (
+        all(w["lease_count"] == 0 for w in leases["warnings"])
+        and leases.get("reads", {}).get("reader_changed_within_lease_timeout", 1) == 0
+        and all(
+            m["replica_leases"] == 0 for m in leases.get("after_drain", [{"replica_leases": 1}])
+        )
+    )
 
 
 if __name__ == "__main__":
