@@ -65,11 +65,9 @@ CLAIM_EVERY_S = 1.0  # the polling fallback behind LISTEN/NOTIFY
 # A peer's heartbeat this much later than a (re)joining replica's first one saw it
 # (a statement sees what was committed before it started).
 JOIN_MARGIN_S = 0.5
-# A replica hands work back only when above its share by more than a slack: a tenth
-# of the share, and three times the count's own noise (trackings end at random: about
-# the square root of the share), so that steady, even intake moves nothing.
+# A replica hands work back only when above its share by more than this (a tenth of
+# the share, at least REBALANCE_SLACK_MIN): churn of a few trackings moves nothing.
 REBALANCE_SLACK_FRACTION = 0.1
-REBALANCE_SLACK_SIGMAS = 3.0
 REBALANCE_SLACK_MIN = 2
 # How a renewal's missed leases are logged: churn below WARNING, lost work at it.
 LOSS_LOGS = {
@@ -91,12 +89,8 @@ def excess(active: int, peers: int, held: int) -> int:
     """How many trackings to hand back: down to the even share, once more than the
     share and its slack are held (0 otherwise)."""
     share = math.ceil(active / max(1, peers))
-    return held - share if held > share + rebalance_slack(share) else 0
-
-
-def rebalance_slack(share: int) -> int:
-    noise = REBALANCE_SLACK_SIGMAS * math.sqrt(share)
-    return max(REBALANCE_SLACK_MIN, math.ceil(share * REBALANCE_SLACK_FRACTION), math.ceil(noise))
+    slack = max(REBALANCE_SLACK_MIN, math.ceil(share * REBALANCE_SLACK_FRACTION))
+    return held - share if held > share + slack else 0
 
 
 class ClaimedBatch:

@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from orchestrator.engine.replica import rebalance_slack
+from orchestrator.engine.replica import REBALANCE_SLACK_FRACTION, REBALANCE_SLACK_MIN
 from orchestrator.simulator import start_simulator
 from tests.integration.test_replicas import (
     EXPECTED,
@@ -73,7 +73,7 @@ async def _wait_spread(c: Cluster, replicas: list[ServeProcess]) -> None:
     """Wait (generously) until each replica holds its share of all JOBS, within the
     slack; nothing has ended yet (the jobs run for 30 s or more)."""
     share = math.ceil(JOBS / len(replicas))
-    slack = rebalance_slack(share)
+    slack = max(REBALANCE_SLACK_MIN, math.ceil(share * REBALANCE_SLACK_FRACTION))
     held: list[int] = []
     try:
         async with asyncio.timeout(20):  # renewals a second apart, then a claim
