@@ -4,8 +4,9 @@ Three figures, each read from outside the replicas:
 
 - from each replica's log (JSON, WARNING and up): every warning, by message, and the
   sum of the ``count`` field of those about leases;
-- from each replica's ``/metrics`` right after the drain: the leases gauge beside the
-  active trackings, and the lease counters (lost by reason, takeovers, hand-overs);
+- from each replica's ``/metrics`` at every sample and right after the drain: the
+  leases gauge beside the active trackings, and the lease counters (lost by reason,
+  takeovers, hand-overs);
 - from the simulator's request log, which names the replica of every read
   (``X-Orchestrator-Replica``): the jobs read by two replicas, and those whose
   reader changed within a lease timeout (in steady state there should be none).
@@ -57,7 +58,7 @@ def metric_values(text: str, name: str) -> dict[str, float]:
     return out
 
 
-async def metrics_after_drain(session: aiohttp.ClientSession, url: str) -> dict[str, Any]:
+async def lease_metrics(session: aiohttp.ClientSession, url: str) -> dict[str, Any]:
     async with session.get(f"{url}/metrics") as resp:
         text = await resp.text()
 
@@ -71,6 +72,23 @@ async def metrics_after_drain(session: aiohttp.ClientSession, url: str) -> dict[
         "lease_takeovers_total": total("orchestrator_lease_takeovers_total"),
         "lease_handovers_total": total("orchestrator_lease_handovers_total"),
     }
+
+
+async def all_holding(session: aiohttp.ClientSession, urls: list[str], bound_s: float) -> None:
+    """Until every replica holds its leases and sees all the others (``/readyz``), so
+    that intake starts in steady state: a replica still joining reads nothing, piles
+    up the work it accepts and hands it back once it holds (a join's hand-overs)."""
+    async with asyncio.timeout(bound_s):
+        while True:
+            states = []
+            for url in urls:
+                async with session.get(f"{url}/readyz") as resp:
+                    states.append(await resp.json())
+            if all(
+                s.get("lease_state") == "holding" and len(s["peers"]) == len(urls) for s in states
+            ):
+                return
+            await asyncio.sleep(0.5)
 
 
 async def shared_reads(
