@@ -12,7 +12,14 @@ from collections.abc import Iterable, Sequence
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from orchestrator.loopmetrics import LoopCounter, LoopHistogram
-from orchestrator.vocabulary import BUILD_KINDS, BuildReasonCode, Kind, Outcome, PollResult
+from orchestrator.vocabulary import (
+    BUILD_KINDS,
+    BuildReasonCode,
+    Kind,
+    LeaseLoss,
+    Outcome,
+    PollResult,
+)
 
 DELIVERY_RESULTS = ("delivered", "retry", "dead")
 
@@ -175,6 +182,13 @@ class Metrics:
         self.lease_takeovers_total = counter(
             "lease_takeovers_total", "Trackings claimed after another replica's lease ran out."
         )
+        self.leases_lost_total = counter(
+            "leases_lost_total",
+            "Leases a renewal found no longer this replica's, by reason: finished and "
+            "ended_elsewhere are churn (the tracking ended); taken and expired mean work "
+            "this replica held went to others.",
+            "reason",
+        )
         self.lease_handovers_total = counter(
             "lease_handovers_total",
             "Trackings this replica handed back to its peers, holding more than its share.",
@@ -203,6 +217,8 @@ class Metrics:
             for kind in BUILD_KINDS:
                 for code in BuildReasonCode:
                     self.build_failures_total.labels(workspace=ws, kind=kind, reason_code=code)
+        for reason in LeaseLoss:
+            self.leases_lost_total.labels(reason=reason)
         for kind in Kind:
             for outcome in Outcome:
                 self.time_to_terminal_seconds.labels(kind=kind, outcome=outcome)

@@ -135,6 +135,16 @@ class PollResult(StrEnum):
     INVALID_RESPONSE = ErrorKind.INVALID_RESPONSE.value
 
 
+class LeaseLoss(StrEnum):
+    """Why a renewal found a lease no longer this replica's: the ``reason`` label of
+    ``orchestrator_leases_lost_total``. The first two are churn, the last two trouble."""
+
+    FINISHED = "finished"  # this replica's own terminal write crossed the renewal
+    ENDED_ELSEWHERE = "ended_elsewhere"  # ended through another replica (a caller's abandon)
+    TAKEN = "taken"  # another replica holds it: this one's lease had run out
+    EXPIRED = "expired"  # it ran out before the renewal; nobody has claimed it yet
+
+
 class NextPollReason(StrEnum):
     """Why a tracking's next read is due when it is."""
 

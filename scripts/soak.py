@@ -4,13 +4,17 @@ Starts the simulator and ``orchestrator serve`` (SQLite in a temporary folder,
 the product's default polling; or, with ``--replicas N``, N replicas sharing a
 throwaway PostgreSQL cluster), enqueues jobs on the simulator and tracks each
 at ``--rate`` a second for ``--minutes`` (intake taking turns among the
-replicas), then stops intake and waits for every tracking to end. Every 10 s it
-samples each process: active trackings, ended trackings, RSS, open files, the
-database's size, and intake-to-terminal times. It counts terminal events per
-tracking from the feed (every tracking must end exactly once). Prints a
-summary and writes every sample with ``--out``. Started by hand (it is not a CI
-test); all traffic stays on 127.0.0.1, and the run is bounded by its duration
-plus ``--drain-s``.
+replicas, from when each holds its leases and sees the others), then stops
+intake and waits for every tracking to end. Every 10 s it samples each process:
+active trackings, ended trackings, RSS, open files, the database's size, and
+intake-to-terminal times. It counts terminal events per tracking from the feed
+(every tracking must end exactly once). With replicas it also reads their
+leases (bench/lease_figures.py): warnings about leases in their logs, the
+leases gauge right after the drain, and from the simulator's request log every
+job whose reader changed within a lease timeout; a lease taken over or handed
+back, or any of these, fails the run. Prints a summary and writes every sample
+with ``--out``. Started by hand (it is not a CI test); all traffic stays on
+127.0.0.1, and the run is bounded by its duration plus ``--drain-s``.
 
 Terminal trackings are kept ``--retention-s`` (600 s here, a week by default in
 the product), so the database reaches its steady size within the run.
@@ -37,6 +41,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.lease_figures import all_holding, lease_metrics, log_warnings, shared_reads
 from bench.procs import Serve, Simulator, free_port, kill_spawned, rss_bytes, serve_config
 from bench.replicas_phase import Cluster
 
@@ -44,6 +49,7 @@ from bench.replicas_phase import Cluster
 # totals.recalculate: a Command contract behind an Enqueue publication).
 KEYS = ("billing.sync-invoices", "reports.nightly-export")
 SAMPLE_S = 10.0
+LEASE_TIMEOUT_S = 30.0  # the product's default
 
 
 def open_files(pid: int) -> int:
@@ -157,7 +163,7 @@ async def soak(
             port = free_port()
             replica = None
             if replicas:
-                replica = {"url": store.dsn, "replica_id": f"soak-{i}", "lease_timeout_s": 30,
+                replica = {"url": store.dsn, "replica_id": f"soak-{i}", "lease_timeout_s": LEASE_TIMEOUT_S,
                            "stall_lag_s": 5}  # fmt: skip
             cfg = serve_config(
                 workdir / f"serve-{i}.toml", port=port, db=store.db,
@@ -167,8 +173,11 @@ async def soak(
             serves.append(Serve(cfg, port, workdir / f"serve-{i}.log"))
         for serve in serves:
             await serve.start(session)
+        if replicas:
+            await all_holding(session, [s.url for s in serves], 3 * LEASE_TIMEOUT_S)
         serve = serves[0]  # the feed: one log, shared by replicas
         drained_in = None
+        leases: dict[str, Any] = {}
         try:
             started = time.monotonic()
             until = started + minutes * 60
@@ -193,14 +202,23 @@ async def soak(
                     await asyncio.sleep(1.0)
                     await feed.read(session, serve)
                 drained_in = time.monotonic() - until
+            if replicas:  # the gauges the moment the last tracking has ended
+                leases["after_drain"] = [await lease_metrics(session, s.url) for s in serves]
             samples.append(await sample(session, serves, store, feed, made, started))
         except TimeoutError:
             samples.append(await sample(session, serves, store, feed, made, started))
+        try:
+            if replicas:
+                rids = [t["remote_id"] for t in feed.ended.values()]
+                leases["reads"] = await shared_reads(session, sim.url, rids, LEASE_TIMEOUT_S)
         finally:
             exit_codes = [s.terminate() for s in serves]
             sim.stop()
             store.stop()
-    return report(samples, at_stop, feed, made, rate, drained_in, exit_codes, retention_s)
+    if replicas:
+        leases["warnings"] = [log_warnings(s.log) for s in serves]
+    result = report(samples, at_stop, feed, made, rate, drained_in, exit_codes, retention_s)
+    return {**result, "leases": leases} if replicas else result
 
 
 async def sample(
@@ -218,6 +236,7 @@ async def sample(
         "intake": len(made),
         "ended": len(feed.ended),
         "active": sum([await active_now(session, s) for s in serves]),
+        "leases": [await lease_metrics(session, s.url) for s in serves] if store.cluster else None,
         "rss_mib": [round(rss_bytes(s.pid) / 2**20, 1) for s in serves],
         "open_files": [open_files(s.pid) for s in serves],
         "db_mib": await store.size_mib(),
@@ -306,8 +325,24 @@ def main() -> int:
         result["never_ended"] == 0
         and result["ended_twice"] == 0
         and result["work_active_at_stop_s"] < 5
+        and (not args.replicas or leases_held(result["leases"]))
     )
     return 0 if ok else 1
+
+
+def leases_held(leases: dict[str, Any]) -> bool:
+    """No lease trouble among healthy replicas: no warning about leases, no lease that
+    changed hands (taken over or handed back), no job whose reader changed within a
+    lease timeout, every leases gauge at 0 after the drain."""
+    moved = ("lease_takeovers_total", "lease_handovers_total")
+    return (
+        all(w["lease_count"] == 0 for w in leases["warnings"])
+        and all(m[k] == 0 for m in leases.get("after_drain", []) for k in moved)
+        and leases.get("reads", {}).get("reader_changed_within_lease_timeout", 1) == 0
+        and all(
+            m["replica_leases"] == 0 for m in leases.get("after_drain", [{"replica_leases": 1}])
+        )
+    )
 
 
 if __name__ == "__main__":

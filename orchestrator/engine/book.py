@@ -29,7 +29,7 @@ import itertools
 import logging
 import math
 import random
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -266,6 +266,7 @@ class Book:
         expire: Expired,
     ) -> None:
         self.entries: dict[str, Entry] = {}
+        self._held: Counter[str] = Counter()  # entries by workspace
         self._clients, self._handlers, self._mono = clients, handlers, monotonic
         self._poll_metrics = poll_metrics  # trackings_active: what the book holds
         self.schedulers = {
@@ -363,13 +364,19 @@ class Book:
             self._remove(entry)
         return dropped
 
+    def held(self, workspace: str) -> int:
+        """How many entries of ``workspace`` the book holds (with replicas: its leases)."""
+        return self._held[workspace]
+
     def _add(self, entry: Entry) -> None:
         self.entries[entry.tracking_id] = entry
+        self._held[entry.workspace] += 1
         self._poll_metrics.active(entry.workspace, entry.kind).inc()
 
     def _remove(self, entry: Entry) -> None:
         if self.entries.pop(entry.tracking_id, None) is None:
             return
+        self._held[entry.workspace] -= 1
         self._poll_metrics.active(entry.workspace, entry.kind).dec()
         self.first_read_done(entry)  # ended (abandoned, expired) before its first read
         entry.ticket += 1

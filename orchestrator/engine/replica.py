@@ -21,24 +21,27 @@ Each workspace's limits are split evenly by the live replica count from the
 heartbeat table (``WorkspaceGate.set_share``): no round trip to the database per
 request, and a replica that loses the database keeps the share it had.
 
-A single-process store holds everything for its one owner: the loop then only
-keeps the gauges.
+A single-process store holds everything for its one owner: the loop then has
+nothing to do. The leases gauge reads the book when scraped, as trackings_active
+does, so it never lags the trackings it counts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import math
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from orchestrator.aio import bounded, wait_event
+from orchestrator.aio import bounded
 from orchestrator.errors import StoreError, StoreUnavailable
 from orchestrator.store.base import Claimed, Tracking
+from orchestrator.vocabulary import LeaseLoss
 
 if TYPE_CHECKING:
     from orchestrator.config import Settings
@@ -62,11 +65,17 @@ CLAIM_EVERY_S = 1.0  # the polling fallback behind LISTEN/NOTIFY
 # A peer's heartbeat this much later than a (re)joining replica's first one saw it
 # (a statement sees what was committed before it started).
 JOIN_MARGIN_S = 0.5
-GAUGES_EVERY_S = 5.0
 # A replica hands work back only when above its share by more than this (a tenth of
 # the share, at least REBALANCE_SLACK_MIN): churn of a few trackings moves nothing.
 REBALANCE_SLACK_FRACTION = 0.1
 REBALANCE_SLACK_MIN = 2
+# How a renewal's missed leases are logged: churn below WARNING, lost work at it.
+LOSS_LOGS = {
+    LeaseLoss.FINISHED: (logging.DEBUG, "renewal crossed trackings finishing here"),
+    LeaseLoss.ENDED_ELSEWHERE: (logging.INFO, "trackings ended through another replica"),
+    LeaseLoss.TAKEN: (logging.WARNING, "leases lost to other replicas"),
+    LeaseLoss.EXPIRED: (logging.WARNING, "leases ran out before their renewal"),
+}
 
 
 def fair_claim(claim_batch: int, active: int, peers: int, held: int) -> int:
@@ -134,6 +143,11 @@ class Replica:
         self._next_renew = 0.0
         self._stopped = False
         self._counts: deque[tuple[float, int]] = deque()  # (when, live replicas)
+        for workspace in self._workspaces:
+            # Read from the book at scrape time, as trackings_active is: never stale
+            # between the loop's ticks, nor after the loop has stopped.
+            held = functools.partial(engine.book.held, workspace)
+            metrics.replica_leases.labels(workspace=workspace).set_function(held)
 
     # -- what others see ------------------------------------------------------------------
 
@@ -160,9 +174,7 @@ class Replica:
             self.state = "holding"
             self._metrics.replica_peers.set(1)
             self._metrics.store_up.set(1)
-            while not stop.is_set():
-                self._set_gauges()
-                await wait_event(stop, GAUGES_EVERY_S)
+            await stop.wait()  # the leases gauge reads the book by itself
             return
         lateness = 0.0
         while not stop.is_set():
@@ -178,7 +190,7 @@ class Replica:
                         if renewed:
                             await self._rebalance()
                         await self._claim()
-                self._set_gauges()
+                self._metrics.replica_peers.set(len(self.peers))
             due = self._mono() + self._claim_every
             self._wake.clear()
             await _wait_either(stop, self._wake, self._claim_every)
@@ -209,14 +221,22 @@ class Replica:
         self._next_renew = sent + (self._claim_every if joining else self._renew_every)
         for tracking_id in lost:
             self._engine.book.drop(tracking_id)
-        if lost:
-            log.warning("leases lost to other replicas", extra={"fields": {"count": len(lost)}})
+        self._count_lost(lost)
         self.peers = list(peers) or [self.id]
         share = self._divisor(sent, len(self.peers))
         for gate in self._gates:
             gate.set_share(share)
             gate.hold_leases_until(-math.inf if joining else sent + self._timeout * VALID_FRACTION)
         return True
+
+    def _count_lost(self, lost: Mapping[str, LeaseLoss]) -> None:
+        """Every lease a renewal missed, counted by why; logged at the level its reason
+        deserves: a tracking that ended is churn, work this replica still held is not."""
+        for reason, count in Counter(lost.values()).items():
+            self._metrics.leases_lost_total.labels(reason=reason).inc(count)
+            level, message = LOSS_LOGS[reason]
+            fields = {"replica": self.id, "reason": str(reason), "count": count}
+            log.log(level, message, extra={"fields": fields})
 
     def _joining(self, seen: dict[str, float]) -> bool:
         """Whether reads wait for the peers to count this replica: it is new, or was
@@ -360,12 +380,6 @@ class Replica:
         for gate in self._gates:
             gate.give_leases_up()
         self._engine.book.drop_all()
-
-    def _set_gauges(self) -> None:
-        held = Counter(e.workspace for e in self._engine.entries.values())
-        for workspace in self._workspaces:
-            self._metrics.replica_leases.labels(workspace=workspace).set(held.get(workspace, 0))
-        self._metrics.replica_peers.set(len(self.peers))
 
     async def release_all(self) -> None:
         """At shutdown, after the engine stopped: every lease back, so that peers take

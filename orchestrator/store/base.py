@@ -23,7 +23,7 @@ from typing import Any, Literal, NamedTuple, Protocol
 
 from orchestrator.store.work_classes import WorkClassMerge as WorkClassMerge
 from orchestrator.store.work_classes import WorkClassSummary as WorkClassSummary
-from orchestrator.vocabulary import NextPollReason, Outcome, TrackingState
+from orchestrator.vocabulary import LeaseLoss, NextPollReason, Outcome, TrackingState
 
 DeliveryState = Literal["pending", "delivered", "dead"]
 
@@ -226,11 +226,12 @@ class Claimed:
 
 
 class Renewal(NamedTuple):
-    """What a renewal found: the leases lost, and the live processes (this one
-    included) sharing the store, each with the time of its last heartbeat by the
-    store's clock (this one's: now); ``{}`` for a single-process store."""
+    """What a renewal found: the leases it could not renew, each with why, and the
+    live processes (this one included) sharing the store, each with the time of its
+    last heartbeat by the store's clock (this one's: now); ``{}`` for a
+    single-process store."""
 
-    lost: list[str]
+    lost: dict[str, LeaseLoss]
     live: dict[str, float]
 
 
@@ -377,9 +378,10 @@ class Store(ActiveSource, Protocol):
 
     async def renew_leases(self, held: int) -> Renewal:
         """Extend every lease this process holds and record it as alive, holding
-        ``held`` trackings: the trackings whose lease could not be renewed (it had
-        passed, or another process holds it now), and the live processes."""
-        return Renewal([], {})
+        ``held`` trackings: the trackings whose lease could not be renewed, with why
+        (it ended, here or through another process; it had passed; another process
+        holds it now), and the live processes."""
+        return Renewal({}, {})
 
     async def release_leases(
         self, tracking_ids: Sequence[str] | None = None, *, hold_s: float = 0.0

@@ -242,6 +242,11 @@ RENEW = (
     " UNION ALL SELECT replica_id, seen_at, NULL::text[] FROM replicas"
     f" WHERE seen_at >= {NOW} - $3 AND replica_id <> $4 ORDER BY replica_id"
 )
+# Why a renewal missed these leases: each row's state and holder (RENEW returns only
+# what it renewed; asked only when it missed some).
+LEASE_STATES = (
+    "SELECT tracking_id, state, lease_owner FROM trackings WHERE tracking_id = ANY($1::text[])"
+)
 # Claimable at once ($3 = 0), or $3 seconds from now (a hand-over: see engine/replica.py).
 # One statement (no lock held across a round trip); idle replicas are told on commit.
 RELEASE = (

@@ -48,14 +48,17 @@ from orchestrator.store.base import (
 )
 from orchestrator.store.pg_connections import Pool, redacted
 from orchestrator.store.schema import migrate_postgres
+from orchestrator.vocabulary import LeaseLoss
 
 
 class LeaseBook:
     """The leases this replica holds: tracking_id to fencing token, which its poll
-    results and terminal writes carry."""
+    results and terminal writes carry; and those whose terminal write is in flight
+    (a renewal that crosses it finds them ended, by this replica: nothing lost)."""
 
     def __init__(self) -> None:
         self.tokens: dict[str, int] = {}
+        self.ending: set[str] = set()
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -234,11 +237,17 @@ class PostgresStore(codec.SqlShared, Store):
             rows[item.tracking_id] = [*codec.finish_row(item), token]
             events.append((item.event, True))
         moved: set[str] = set()
-        async with self._pool.connection("terminal state not stored", transaction=False) as conn:
-            if rows:
-                columns = _columns(list(rows.values()), 11)
-                found = await conn.fetch(q.FINISH, *columns, *_event_columns(events))
-                moved = {row[0] for row in found}
+        self.book.ending.update(rows)
+        try:
+            async with self._pool.connection(
+                "terminal state not stored", transaction=False
+            ) as conn:
+                if rows:
+                    columns = _columns(list(rows.values()), 11)
+                    found = await conn.fetch(q.FINISH, *columns, *_event_columns(events))
+                    moved = {row[0] for row in found}
+        finally:
+            self.book.ending.difference_update(rows)
         # Ended, or refused because the lease moved: this replica holds it no more.
         self.book.drop([item.tracking_id for item in items])
         out: list[bool] = []
@@ -274,10 +283,33 @@ class PostgresStore(codec.SqlShared, Store):
             rows = await conn.fetch(
                 q.RENEW, ids, tokens, self.lease_timeout_s, self.replica_id, held
             )
-        renewed = set(next(r[2] for r in rows if r[0] == self.replica_id) or ())
-        lost = [t for t in ids if t not in renewed]
-        self.book.drop(lost)
+            renewed = set(next(r[2] for r in rows if r[0] == self.replica_id) or ())
+            missed = [t for t in ids if t not in renewed]
+            # Rare (a terminal write crossing the renewal, or trouble): one more round
+            # trip says why, read after the renewal committed.
+            found = await conn.fetch(q.LEASE_STATES, missed) if missed else []
+        lost = self._why_lost(missed, {row[0]: (row[1], row[2]) for row in found})
+        self.book.drop(missed)
         return Renewal(lost, {str(row[0]): float(row[1]) for row in rows})
+
+    def _why_lost(
+        self, missed: Sequence[str], found: dict[str, tuple[str, str | None]]
+    ) -> dict[str, LeaseLoss]:
+        """Why each tracking a renewal could not extend is not this replica's any more,
+        from its row as the renewal left it (none: pruned, so it had ended)."""
+        lost: dict[str, LeaseLoss] = {}
+        for tracking_id in missed:
+            state, owner = found.get(tracking_id, ("terminal", None))
+            if state != "active":
+                # Its terminal write in flight, or done since the renewal's snapshot of
+                # ids (which then dropped it from the book), is this replica's own.
+                mine = tracking_id in self.book.ending or tracking_id not in self.book.tokens
+                lost[tracking_id] = LeaseLoss.FINISHED if mine else LeaseLoss.ENDED_ELSEWHERE
+            elif owner is not None and owner != self.replica_id:
+                lost[tracking_id] = LeaseLoss.TAKEN
+            else:
+                lost[tracking_id] = LeaseLoss.EXPIRED
+        return lost
 
     async def release_leases(
         self, tracking_ids: Sequence[str] | None = None, *, hold_s: float = 0.0

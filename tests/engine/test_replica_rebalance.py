@@ -40,7 +40,7 @@ class ThreePeers(MemoryStore):
 
     async def renew_leases(self, held: int) -> Renewal:
         now = asyncio.get_running_loop().time()  # every peer's heartbeat is fresh
-        return Renewal([], {"r1": now, "r2": now, "r3": now})
+        return Renewal({}, {"r1": now, "r2": now, "r3": now})
 
     async def release_leases(
         self, tracking_ids: Sequence[str] | None = None, *, hold_s: float = 0.0

@@ -36,7 +36,7 @@ class HungRenewals(MemoryStore):
         self.renewals += 1
         if self.renewals > 1:
             await asyncio.sleep(3600)
-        return Renewal([], {"r1": asyncio.get_running_loop().time()})
+        return Renewal({}, {"r1": asyncio.get_running_loop().time()})
 
 
 def test_a_renewal_that_never_answers_is_store_trouble_then_the_leases_go() -> None:
@@ -83,7 +83,7 @@ class Outage(MemoryStore):
         now = self.clock()
         if 20.0 <= now < 60.0:
             raise StoreUnavailable("the database restarts")
-        return Renewal([], {"r1": now, "r2": now, "r3": now} if now < 20.0 else {"r1": now})
+        return Renewal({}, {"r1": now, "r2": now, "r3": now} if now < 20.0 else {"r1": now})
 
 
 def test_after_an_outage_the_share_grows_only_two_leases_after_the_store_is_back() -> None:
@@ -127,7 +127,7 @@ class Peers(MemoryStore):
         def last(offset: float) -> float:
             return offset + 10 * ((now - offset) // 10)
 
-        return Renewal([], {"r1": now, "r2": last(3.0), "r3": last(7.0)})
+        return Renewal({}, {"r1": now, "r2": last(3.0), "r3": last(7.0)})
 
 
 def test_a_joining_replica_reads_only_once_every_peer_has_counted_it() -> None:

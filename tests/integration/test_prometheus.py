@@ -80,6 +80,7 @@ REPLICA_PANELS = {
     "Store up": "orchestrator_store_up",
     "Store listener up": "orchestrator_store_listener_up",
     "Lease hand-overs": "orchestrator_lease_handovers_total",
+    "Leases lost by reason": "orchestrator_leases_lost_total",
 }
 # Of those, the rates must also be non-zero over the evaluated window.
 MUST_BE_NON_ZERO = ("Poll rate by result", "Trackings created", "Outcomes over time")
@@ -186,7 +187,9 @@ def test_dashboard_has_a_replicas_row_beside_the_other_rows() -> None:
     for panel in below:
         [target] = panel["targets"]
         metric = REPLICA_PANELS[panel["title"]]
-        assert metric in target["expr"] and "by (instance)" in target["expr"], panel["title"]
+        # Per scraped replica (and, where a reason tells churn from trouble, by it).
+        by_instance = re.search(r"by \(instance[,)]", target["expr"])
+        assert metric in target["expr"] and by_instance, panel["title"]
         assert metric.removesuffix("_total") in names, metric
     # Nothing overlaps: the new row sits below every earlier panel.
     bottom = max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in panels[:start])

@@ -23,6 +23,7 @@ from orchestrator.store import pg_queries as q
 from orchestrator.store.pg_connections import redacted, store_error
 from orchestrator.store.postgres import poll_rows
 from orchestrator.store.schema import numbered_migrations
+from orchestrator.vocabulary import LeaseLoss
 from tests.unit.test_store_contract import add, event, finish, new, poll, sink_event
 
 Replicas = Callable[..., Any]
@@ -75,7 +76,7 @@ async def test_a_takeover_fences_the_old_holder_out(replicas: Replicas) -> None:
     stored = await b.get_tracking("trk_1")
     assert stored is not None and stored.polls == 0 and stored.state == "active"
     # Its renewal says so; the lease it still has (trk_2) renews.
-    assert (await a.renew_leases(1)).lost == []  # trk_1 left a's book with the refused finish
+    assert (await a.renew_leases(1)).lost == {}  # trk_1 left a's book with the refused finish
     await a.record_polls([poll("trk_2", 1)])
     assert (await a.get_tracking("trk_2")).polls == 1  # type: ignore[union-attr]
 
@@ -186,9 +187,10 @@ async def test_renewal_reports_leases_that_moved_or_ran_out(replicas: Replicas) 
     a, b = await replicas("a"), await replicas("b")
     await a.create_trackings([new(i) for i in range(4)])
     await expire(a, "trk_0", "trk_1")
-    await b.claim_trackings(1)  # takes one of the two; the other simply ran out
+    [taken] = (await b.claim_trackings(1)).trackings  # one of the two; the other ran out
     lost = (await a.renew_leases(4)).lost
-    assert sorted(lost) == ["trk_0", "trk_1"]
+    ran_out = ({"trk_0", "trk_1"} - {taken.tracking_id}).pop()
+    assert lost == {taken.tracking_id: LeaseLoss.TAKEN, ran_out: LeaseLoss.EXPIRED}
     assert sorted(a.book.tokens) == ["trk_2", "trk_3"]
     # A write for a lease that ran out but was not taken is refused too.
     await expire(a, "trk_2")
@@ -208,7 +210,7 @@ async def test_a_replica_that_stops_renewing_loses_its_leases(replicas: Replicas
             break
         await asyncio.sleep(0.05)
     assert taken == {f"trk_{i}" for i in range(5)}
-    assert sorted((await a.renew_leases(5)).lost) == sorted(taken)
+    assert (await a.renew_leases(5)).lost == dict.fromkeys(taken, LeaseLoss.TAKEN)
 
 
 async def test_claims_are_disjoint_capped_and_soonest_due_first(replicas: Replicas) -> None:
