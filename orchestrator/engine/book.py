@@ -174,7 +174,12 @@ class WorkspaceScheduler:
         # Rounded up to a granule: every entry due within it is read on one
         # wake-up, in one turn of the loop, rather than one wake-up per entry.
         at = loop.time() + (when - self._mono())
-        self._timer = loop.call_at(math.ceil(at / GRANULE_S) * GRANULE_S, self._on_timer)
+        rounded = math.ceil(at / GRANULE_S) * GRANULE_S
+        # The product can round below ``at`` (80.3 for 80.30000000000001): a timer that
+        # fires before what it waits for would be armed again and again at once.
+        self._timer = loop.call_at(
+            rounded if rounded >= at else rounded + GRANULE_S, self._on_timer
+        )
 
     def _due_heap(self, now: float) -> list[tuple[float, int, int, Entry]] | None:
         """The heap whose first live entry is due, new work's first; None when neither
