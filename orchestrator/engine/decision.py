@@ -203,14 +203,20 @@ def decide(
     expired = end is None and now_m >= deadline_mono
     if end is None and not expired:
         # The backoff starts at the initial delay and grows to the maximum; a change of
-        # remote state restarts it: a job that just moved is likely to move again soon.
+        # remote state restarts it (a job that just moved is likely to move again soon),
+        # and so does the end of adaptive's plan (work that outlived its class's
+        # durations, or a class that changed: read soon, then less often).
         backoff = (
             p.initial_delay_s
             if changed or s.delay is None
             else min(s.delay * p.multiplier, p.max_delay_s)
         )
         delay, due = backoff, now_m + backoff * (1.0 + p.jitter * (2.0 * draw - 1.0))
-        if plan.due is not None:
+        # A tracking the plan let go of (it outlived its class) stays on the backoff:
+        # taken back each time the grid grows, it would start the backoff again and
+        # again. One whose class the first read showed (polls <= 1) may join it, and
+        # a schedule plans each occurrence it sees running afresh.
+        if plan.due is not None and (s.delay is None or s.polls <= 1 or plan.beside):
             # The backoff restarts from its first delay should the plan run out.
             delay = None
             due = min(max(plan.due, now_m), now_m + p.max_delay_s)

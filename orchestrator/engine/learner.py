@@ -52,10 +52,18 @@ Key = tuple[str, str, str]  # (workspace, kind, work class)
 QUANTILES = (0.5, 0.9, 0.99)
 OTHER = "other"
 _REPLAN_S = 1.0  # a busy class's grid is drawn again at most this often
+# This many durations in a row beyond the same end of everything seen before is a
+# change of regime (a stable class does it about once in 300,000 samples): the class
+# starts again from them alone, and is planned from them at once.
+CHANGE_RUN = 3
+_INTAKE_ALPHA = 0.1
 
 
 class _Class:
-    __slots__ = ("delta", "grid", "planned_at", "sketch", "stale", "stored")
+    __slots__ = (
+        "before_run", "delta", "grid", "intake_age", "planned_at", "recent", "relearning",
+        "replace", "run", "sketch", "stale", "stored",
+    )  # fmt: skip
 
     def __init__(self, sketch: DurationSketch) -> None:
         self.sketch = sketch  # all that is known: the stored summary and the delta since
@@ -64,6 +72,12 @@ class _Class:
         self.grid: tuple[float, ...] = ()
         self.stale = True
         self.planned_at = float("-inf")
+        self.recent: list[float] = []  # the last CHANGE_RUN durations
+        self.run = 0  # surprises in a row on one side: + above the history, - below
+        self.before_run: DurationSketch | None = None  # the history the run is judged by
+        self.relearning = False  # learning again after a change point: fewer samples do
+        self.replace = False  # a change point not yet stored: it replaces the stored summary
+        self.intake_age = 0.0  # decayed mean age of the work when we were told of it
 
 
 class DurationCollector(Collector):
@@ -102,6 +116,7 @@ class Learned(NamedTuple):
     work_class: str | None
     started: float
     due: float | None
+    beside: bool = False  # planned by work seen beside (a schedule's occurrence)
 
 
 class Learner:
@@ -140,9 +155,8 @@ class Learner:
         and plans by the work it saw beside (``class_work``), if any."""
         work_class, started = entry.state.work_class, entry.state.started
         if j.class_work:
-            return Learned(
-                work_class, started, self._beside(entry.workspace, j.class_work, now_w, now_m)
-            )
+            due = self._beside(entry.workspace, j.class_work, now_w, now_m)
+            return Learned(work_class, started, due, beside=True)
         if enums is None:
             return Learned(work_class, started, None)
         if j.remote is not None and j.phase is not None:
@@ -163,7 +177,8 @@ class Learner:
                 started = min(s.created_at, entry.created_at)
             if j.phase in TERMINAL_PHASES:
                 ended = s.ended_at if s.ended_at is not None else now_w
-                self.learn(entry.workspace, entry.kind, work_class, ended - started)
+                age = entry.created_at - started
+                self.learn(entry.workspace, entry.kind, work_class, ended - started, age)
                 return Learned(work_class, started, None)
         if j.label != "ok" or work_class is None:
             return Learned(work_class, started, None)
@@ -194,19 +209,31 @@ class Learner:
         if not self._cfg.enabled:
             return None
         c = self._classes.get(key)
-        if c is None or c.sketch.count < self._cfg.min_samples or not c.sketch.settled:
+        if c is None or not c.sketch.settled:
+            return None
+        needed = self._cfg.min_samples
+        if c.sketch.count < (min(needed, CHANGE_RUN) if c.relearning else needed):
             return None
         if c.stale and now_m - c.planned_at >= _REPLAN_S:
-            c.grid = plan_grid(c.sketch, self._cfg.detection_target_s, self._polling)
+            target = self._cfg.detection_target_s
+            c.grid = plan_grid(c.sketch, target, self._polling, c.intake_age)
             c.stale, c.planned_at = False, now_m
         age = max(0.0, now_w - started)
-        at = next_read(c.grid, age, self._cfg.detection_target_s / 4)
+        at = next_read(c.grid, age, 0.0)
         return None if at is None else now_m + (at - age)
 
     # -- learning -------------------------------------------------------------------------
 
-    def learn(self, workspace: str, kind: str, work_class: str | None, seconds: float) -> None:
-        """One finished duration of a class (the class unknown: nothing to learn)."""
+    def learn(
+        self,
+        workspace: str,
+        kind: str,
+        work_class: str | None,
+        seconds: float,
+        intake_age: float | None = None,
+    ) -> None:
+        """One finished duration of a class (the class unknown: nothing to learn), and
+        how old the work was when we were told of it (None: not known)."""
         if work_class is None or not seconds >= 0:
             return
         key = (workspace, kind, work_class)
@@ -215,8 +242,33 @@ class Learner:
             c = self._admit(key, DurationSketch())
         else:
             self._classes.move_to_end(key)
-        c.delta.add(seconds, self._cfg.half_life_samples, judged_by=c.sketch)
-        c.sketch.add(seconds, self._cfg.half_life_samples)
+        half_life = self._cfg.half_life_samples
+        if intake_age is not None and intake_age >= 0:
+            c.intake_age += _INTAKE_ALPHA * (intake_age - c.intake_age)
+        # Judged against the history before this run of surprises: once added, the
+        # first of a new regime's durations would make the next ones look ordinary.
+        side = (c.before_run or c.sketch).side(seconds)
+        if not side:
+            c.run, c.before_run = 0, None
+        elif c.run * side > 0:
+            c.run += side
+        else:
+            c.run, c.before_run = side, c.sketch.copy()
+        c.recent = [*c.recent[1 - CHANGE_RUN :], seconds]
+        if abs(c.run) >= CHANGE_RUN:
+            # A change of regime: what came before says nothing of what comes now.
+            c.sketch = DurationSketch()
+            for d in c.recent:
+                c.sketch.add(d, half_life)
+            c.delta, c.run, c.before_run = c.sketch.copy(), 0, None
+            c.relearning = c.replace = True
+            log.info(
+                "work class changed its durations; learning it again",
+                extra={"fields": {"workspace": workspace, "kind": kind, "class": work_class}},
+            )
+        else:
+            c.delta.add(seconds, half_life, judged_by=c.sketch)
+            c.sketch.add(seconds, half_life)
         c.stale = True
         self._dirty.add(key)
         self._show(key, c.sketch, seconds)
@@ -267,12 +319,16 @@ class Learner:
         self._dirty, self._forget = set(), set()
         half_life = self._cfg.half_life_samples
         sent: dict[Key, DurationSketch] = {}
+        replaced: set[Key] = set()
         merges: list[WorkClassMerge] = []
         for key in sorted(dirty):
             if (c := self._classes.get(key)) is None:
                 continue
             sent[key], c.delta = c.delta, DurationSketch()
-            fold = functools.partial(_fold, c.sketch.copy(), sent[key], half_life)
+            fold = functools.partial(_fold, c.sketch.copy(), sent[key], half_life, c.replace)
+            if c.replace:
+                replaced.add(key)
+                c.replace = False
             merges.append(WorkClassMerge(*key, fold, self._clock.now()))
         try:
             stored = await store.merge_work_classes(merges, sorted(forget))
@@ -280,6 +336,7 @@ class Learner:
             for key, delta in sent.items():
                 if (c := self._classes.get(key)) is not None:
                     c.delta = merged(delta, c.delta, half_life)
+                    c.replace = c.replace or key in replaced
                     self._dirty.add(key)
             self._forget |= forget
             log.warning(
@@ -320,11 +377,16 @@ class Learner:
 
 
 def _fold(
-    local: DurationSketch, delta: DurationSketch, half_life: float, stored: dict[str, Any] | None
+    local: DurationSketch,
+    delta: DurationSketch,
+    half_life: float,
+    replace: bool,
+    stored: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """The stored summary with ``delta`` merged in. No row, or one nobody can read (a peer
-    forgot the class, or this is its first flush): what this process knows, whole."""
+    forgot the class, or this is its first flush), or a change of regime (``replace``):
+    what this process knows, whole."""
     base = None if stored is None else DurationSketch.from_json(stored)
-    if base is None or base.count == 0:
+    if replace or base is None or base.count == 0:
         return local.to_json()
     return merged(base, delta, half_life).to_json()

@@ -20,10 +20,10 @@ from orchestrator.clock import iso
 from orchestrator.config import load_settings
 from orchestrator.engine.adaptive import (
     DurationSketch,
-    backoff_reads,
-    next_read,
+    best_grid,
+    cost,
     plan_grid,
-    read_grid,
+    schedule,
 )
 from orchestrator.engine.decision import ReadAt, decide
 from orchestrator.engine.entry import Entry
@@ -132,11 +132,11 @@ def test_a_spread_class_keeps_the_mean_delay_within_the_target() -> None:
     sketch = DurationSketch()
     for _ in range(400):
         sketch.add(rng.uniform(1.0, 9.0), 200)
-    grid = read_grid(sketch.segments(), TARGET)
+    grid = best_grid(sketch.segments(), TARGET, 1e9)
     delays = []
     for _ in range(2000):
         d = rng.uniform(1.0, 9.0)
-        at = next_read(grid, d, 0.0)
+        at = next((g for g in grid if g >= d), None)  # the read that sees it end
         if at is not None:
             delays.append(at - d)
     assert len(delays) > 1900  # the grid covers the class
@@ -151,11 +151,18 @@ def test_no_more_reads_than_the_backoff_over_a_wide_class() -> None:
         sketch.add(rng.uniform(60, 600), 200)
     p = load_settings(None, polling={"initial_delay_s": 1, "max_delay_s": 30}).polling
     grid = plan_grid(sketch, TARGET, p)
-    assert grid and len(grid) <= backoff_reads(grid[-1], p, len(grid))
-    assert grid[0] > 55  # nothing read before the class's shortest work
+    until = 700.0
+    planned, backoff = (
+        cost(schedule(grid, p, 0.0, until), sketch),
+        cost(schedule((), p, 0.0, until), sketch),
+    )
+    assert grid and planned.reads <= backoff.reads
+    assert planned.p95_delay <= backoff.p95_delay
+    assert grid[0] > 25  # nothing read before the class's shortest work but max_delay's
+    assert max(b - a for a, b in zip((0.0, *grid), grid, strict=False)) <= 30 + 1e-9
 
 
-def test_recovers_after_a_drift() -> None:
+def test_a_change_of_regime_goes_back_to_the_backoff_then_learns_the_new_one() -> None:
     rng = random.Random(4)
     clock = FakeClock()
     lr = learner(clock, half_life_samples=20)
@@ -165,19 +172,21 @@ def test_recovers_after_a_drift() -> None:
     late = entry(clock, n=2)
     clock.advance(before + 0.5)
     assert planned_age(lr, clock, late) is None  # outlived the class: the backoff reads
-    # The class now takes three times as long. From its first such samples on, work
-    # that outlives the old durations is read where the new ones end.
-    teach(lr, [rng.uniform(5.9, 6.1) for _ in range(3)])
+    # The class now takes three times as long: two such durations are outliers...
+    teach(lr, [rng.uniform(5.9, 6.1) for _ in range(2)])
     clock.advance(2.0)  # the grid is drawn again at most once a second
-    older = entry(clock, n=3)
-    older.state = older.state._replace(started=clock.now() - 3.5)
-    age = planned_age(lr, clock, older)
-    assert age is not None and 5.9 <= age <= 6.1 + 2 * TARGET
-    # And once the old durations have faded, the first read is at the new ones.
-    teach(lr, [rng.uniform(5.9, 6.1) for _ in range(200)])
+    assert planned_age(lr, clock, entry(clock, n=3)) is not None
+    # ...the third in a row is a change: the class starts again from those three, so
+    # the first read is where the new durations end, not at the old ones (which would
+    # otherwise outweigh them for a half-life of samples).
+    teach(lr, [rng.uniform(5.9, 6.1)])
     clock.advance(2.0)
     age = planned_age(lr, clock, entry(clock, n=4))
     assert age is not None and 5.9 <= age <= 6.1 + 2 * TARGET
+    # Work that outlives the new durations is the backoff's again.
+    late = entry(clock, n=5)
+    clock.advance(6.1 + 2 * TARGET + 0.5)
+    assert planned_age(lr, clock, late) is None
 
 
 def test_an_erratic_class_falls_back_to_the_backoff() -> None:
