@@ -12,15 +12,22 @@ delay a dynamic program over the steps gives the schedule that minimises
 (mean delay, reads) frontier, and the answer at a given mean delay is read off that
 hull between its two neighbouring schedules (a mix of two schedules reaches any point
 on the segment between them, so no fixed schedule does better).
+
+``max_gap`` holds the oracle to the rule the service keeps, reads at most
+``max_delay_s`` apart (and the first within it): a step longer than that pays for the
+reads in between, which see no end.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 
 
-def best_schedule(durations: Sequence[float], lam: float) -> tuple[float, float]:
+def best_schedule(
+    durations: Sequence[float], lam: float, max_gap: float = math.inf
+) -> tuple[float, float]:
     """(expected reads, mean delay) of the schedule minimising reads + lam * delay."""
     d = sorted(durations)
     n = len(d)
@@ -35,7 +42,9 @@ def best_schedule(durations: Sequence[float], lam: float) -> tuple[float, float]
         at = d[j - 1]
         best, pick = float("inf"), (0.0, 0.0)
         for i in range(j):
-            reads = n - i  # every job not yet seen reads at d[j-1]
+            # every job not yet seen reads at d[j-1], and at the reads max_gap adds
+            gap = at - (d[i - 1] if i > 0 else 0.0)
+            reads = (n - i) * max(1, math.ceil(gap / max_gap - 1e-9))
             delay = at * (j - i) - (prefix[j] - prefix[i])
             value = f[i] + reads + lam * delay
             if value < best:
@@ -51,7 +60,7 @@ def best_schedule(durations: Sequence[float], lam: float) -> tuple[float, float]
 MAX_SAMPLES = 400
 
 
-def oracle_reads(durations: Sequence[float], mean_delay: float) -> float:
+def oracle_reads(durations: Sequence[float], mean_delay: float, max_gap: float = math.inf) -> float:
     """The fewest expected reads per job of any fixed schedule (or mix of two) with at
     most ``mean_delay`` between a job's end and the read that sees it."""
     if not durations:
@@ -60,20 +69,20 @@ def oracle_reads(durations: Sequence[float], mean_delay: float) -> float:
         d = sorted(durations)
         step = (len(d) - 1) / (MAX_SAMPLES - 1)
         durations = [d[round(k * step)] for k in range(MAX_SAMPLES)]
-    one = best_schedule(durations, 0.0)  # a single read, after the longest
+    one = best_schedule(durations, 0.0, max_gap)  # a single read, after the longest
     if mean_delay >= one[1]:
         return one[0]
-    exact = best_schedule(durations, 1e9)  # a read at every duration
+    exact = best_schedule(durations, 1e9, max_gap)  # a read at every duration
     if mean_delay <= 0:
         return exact[0]
     lo, hi = 0.0, 1.0
-    while best_schedule(durations, hi)[1] > mean_delay and hi < 1e9:
+    while best_schedule(durations, hi, max_gap)[1] > mean_delay and hi < 1e9:
         hi *= 4
     # lo's schedule is too slow, hi's fast enough: narrow to neighbouring hull points.
-    slow, fast = one, best_schedule(durations, hi)
+    slow, fast = one, best_schedule(durations, hi, max_gap)
     for _ in range(60):
         mid = (lo + hi) / 2
-        point = best_schedule(durations, mid)
+        point = best_schedule(durations, mid, max_gap)
         if point[1] > mean_delay:
             lo, slow = mid, point
         else:

@@ -49,3 +49,10 @@ def test_no_fixed_schedule_beats_it() -> None:
             delay += reads_at[seen] - x
         reads, delay = reads / len(d), delay / len(d)
         assert oracle_reads(d, delay) <= reads + 1e-9
+
+
+def test_reads_at_most_max_gap_apart() -> None:
+    # One job of 8 s, reads at most 5 s apart: a read before 5 s sees nothing, then 8.
+    assert oracle_reads([8.0], 0.0, max_gap=5.0) == pytest.approx(2.0)
+    # 2 and 12 s, 5 s apart at most: 2, then two steps to 12 (7 and 12) for the other.
+    assert oracle_reads([2.0, 12.0], 0.0, max_gap=5.0) == pytest.approx(1 + 2 / 2)
