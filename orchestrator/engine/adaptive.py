@@ -329,6 +329,11 @@ def best_grid(segments: Sequence[Segment], target: float, max_gap: float) -> lis
     return [ends[j] for j in path]
 
 
+def backoff_count(age: float, p: PollingConfig) -> int:
+    """How many reads the plain backoff has made by ``age``."""
+    return sum(1 for a in backoff_ages(0.0, p, age) if a <= age)
+
+
 def backoff_ages(start: float, p: PollingConfig, until: float) -> list[float]:
     """The plain backoff's reads, as ages, for a tracking it starts on at age ``start``
     (``decide()``: the initial delay, again, then multiplied up to ``max_delay_s``)."""

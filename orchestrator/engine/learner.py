@@ -29,6 +29,7 @@ from prometheus_client.registry import Collector
 from orchestrator.engine.adaptive import (
     CLASS_RE,
     DurationSketch,
+    backoff_count,
     merged,
     next_read,
     plan_grid,
@@ -57,12 +58,25 @@ _REPLAN_S = 1.0  # a busy class's grid is drawn again at most this often
 # starts again from them alone, and is planned from them at once.
 CHANGE_RUN = 3
 _INTAKE_ALPHA = 0.1
+_SPARE_READS = 100  # reads a tracking's plan may be ahead of the backoff's by
 
 
 class _Class:
     __slots__ = (
-        "before_run", "delta", "grid", "intake_age", "planned_at", "recent", "relearning",
-        "replace", "run", "sketch", "stale", "stored",
+        "before_run",
+        "delta",
+        "grid",
+        "intake_age",
+        "planned_at",
+        "planned_count",
+        "recent",
+        "relearning",
+        "replace",
+        "run",
+        "since_change",
+        "sketch",
+        "stale",
+        "stored",
     )  # fmt: skip
 
     def __init__(self, sketch: DurationSketch) -> None:
@@ -72,10 +86,12 @@ class _Class:
         self.grid: tuple[float, ...] = ()
         self.stale = True
         self.planned_at = float("-inf")
+        self.planned_count = 0  # samples the grid was drawn from
         self.recent: list[float] = []  # the last CHANGE_RUN durations
         self.run = 0  # surprises in a row on one side: + above the history, - below
         self.before_run: DurationSketch | None = None  # the history the run is judged by
         self.relearning = False  # learning again after a change point: fewer samples do
+        self.since_change = 1 << 30  # samples since the last change point
         self.replace = False  # a change point not yet stored: it replaces the stored summary
         self.intake_age = 0.0  # decayed mean age of the work when we were told of it
 
@@ -183,6 +199,13 @@ class Learner:
         if j.label != "ok" or work_class is None:
             return Learned(work_class, started, None)
         due = self._plan((entry.workspace, entry.kind, work_class), started, now_w, now_m)
+        if due is not None:
+            # Never ahead of the backoff's reads at the age of the planned read (a grid
+            # still growing, as when many of a class start at once, would be read at
+            # each new end): past that, the backoff's schedule.
+            at = now_w - started + (due - now_m)
+            if entry.state.polls + 1 > backoff_count(at, self._polling) + _SPARE_READS:
+                due = None
         return Learned(work_class, started, due)
 
     def _beside(
@@ -214,10 +237,14 @@ class Learner:
         needed = self._cfg.min_samples
         if c.sketch.count < (min(needed, CHANGE_RUN) if c.relearning else needed):
             return None
-        if c.stale and now_m - c.planned_at >= _REPLAN_S:
+        since = now_m - c.planned_at
+        # Drawn again when it has learned something: a second after a change, else
+        # once a twentieth more samples have come (or half a minute has passed).
+        fresh = c.sketch.count - c.planned_count >= max(1, c.sketch.count // 20)
+        if c.stale and since >= _REPLAN_S and (fresh or c.relearning or since >= 30.0):
             target = self._cfg.detection_target_s
             c.grid = plan_grid(c.sketch, target, self._polling, c.intake_age)
-            c.stale, c.planned_at = False, now_m
+            c.stale, c.planned_at, c.planned_count = False, now_m, c.sketch.count
         age = max(0.0, now_w - started)
         at = next_read(c.grid, age, 0.0)
         return None if at is None else now_m + (at - age)
@@ -255,13 +282,18 @@ class Learner:
         else:
             c.run, c.before_run = side, c.sketch.copy()
         c.recent = [*c.recent[1 - CHANGE_RUN :], seconds]
+        c.since_change += 1
         if abs(c.run) >= CHANGE_RUN:
             # A change of regime: what came before says nothing of what comes now.
             c.sketch = DurationSketch()
             for d in c.recent:
                 c.sketch.add(d, half_life)
             c.delta, c.run, c.before_run = c.sketch.copy(), 0, None
-            c.relearning = c.replace = True
+            # A second change soon after the first is a class still moving (many
+            # started at once, the short ones ending first): planned again only
+            # from min_samples on.
+            c.relearning = c.since_change >= self._cfg.min_samples
+            c.replace, c.since_change = True, 0
             log.info(
                 "work class changed its durations; learning it again",
                 extra={"fields": {"workspace": workspace, "kind": kind, "class": work_class}},
