@@ -58,7 +58,7 @@ _REPLAN_S = 1.0  # a busy class's grid is drawn again at most this often
 # starts again from them alone, and is planned from them at once.
 CHANGE_RUN = 3
 _INTAKE_ALPHA = 0.1
-_SPARE_READS = 100  # reads a tracking's plan may be ahead of the backoff's by
+_SPARE_READS = 0  # reads a tracking's plan may be ahead of the backoff's by
 
 
 class _Class:
@@ -77,7 +77,7 @@ class _Class:
         "sketch",
         "stale",
         "stored",
-    )  # fmt: skip
+    )
 
     def __init__(self, sketch: DurationSketch) -> None:
         self.sketch = sketch  # all that is known: the stored summary and the delta since
