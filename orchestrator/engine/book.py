@@ -272,6 +272,7 @@ class Book:
     ) -> None:
         self.entries: dict[str, Entry] = {}
         self._held: Counter[str] = Counter()  # entries by workspace
+        self.epoch = 0  # how many times every entry was dropped (the leases given up)
         self._clients, self._handlers, self._mono = clients, handlers, monotonic
         self._poll_metrics = poll_metrics  # trackings_active: what the book holds
         self.schedulers = {
@@ -338,10 +339,11 @@ class Book:
         """It is ending: out of the book, its schedule and any read in flight void."""
         self._remove(entry)
 
-    def reinstate(self, entry: Entry, due: float) -> None:
-        """Its terminal write failed (nothing was committed): read it again at ``due``;
-        a passed deadline ends it on that read."""
-        if entry.tracking_id in self.entries:
+    def reinstate(self, entry: Entry, due: float, epoch: int) -> None:
+        """Its terminal write, begun at ``epoch``, failed (nothing was committed): read it
+        again at ``due``; a passed deadline ends it on that read. Not when every entry
+        was dropped since (the leases given up): its work is a peer's to take now."""
+        if entry.tracking_id in self.entries or epoch != self.epoch:
             return
         self._add(entry)
         deadline_mono = max(entry.state.deadline_mono, due)
@@ -364,6 +366,7 @@ class Book:
         return chosen
 
     def drop_all(self) -> list[Entry]:
+        self.epoch += 1
         dropped = list(self.entries.values())
         for entry in dropped:
             self._remove(entry)

@@ -273,7 +273,8 @@ class Finisher:
     ) -> Tracking | None:
         """Write the terminal state and its event; shielded from cancellation."""
         self._book.finish(entry)
-        task = asyncio.ensure_future(self._write(entry, outcome, result, remote, polled_at))
+        epoch = self._book.epoch
+        task = asyncio.ensure_future(self._write(entry, outcome, result, remote, polled_at, epoch))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         return await asyncio.shield(task)
@@ -285,6 +286,7 @@ class Finisher:
         result: dict[str, Any] | None,
         remote: Any,
         polled_at: float | None,
+        epoch: int,
     ) -> Tracking | None:
         now_w = self._clock.now()
         remote_changed = remote is not None
@@ -327,7 +329,7 @@ class Finisher:
                 extra={"fields": {"tracking_id": entry.tracking_id, "error": str(exc)}},
             )
             if not self._stopping():
-                self._book.reinstate(entry, self._clock.monotonic() + FINISH_RETRY_S)
+                self._book.reinstate(entry, self._clock.monotonic() + FINISH_RETRY_S, epoch)
             return None
         return tracking
 

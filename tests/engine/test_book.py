@@ -179,6 +179,39 @@ def test_a_terminal_write_that_fails_puts_the_tracking_back_to_end_later() -> No
     run(main)
 
 
+class FinishHangsThenFails(MemoryStore):
+    """A store whose terminal writes hang until released, then fail (a link cut)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def finish(self, items: Sequence[Finish]) -> list[bool]:
+        await self.release.wait()
+        raise StoreUnavailable("link cut")
+
+
+def test_a_failed_terminal_write_does_not_bring_back_work_whose_leases_went() -> None:
+    """The leases given up (every entry dropped) while a terminal write was in flight:
+    when that write fails, the tracking is a peer's to take, not this book's again."""
+
+    async def main() -> None:
+        store = FinishHangsThenFails()
+        r = await rig(backend=store)
+        r.transport.script(JOBS + "J-1", body(200, _job("J-1", "Running")))
+        t = await r.track("function_job", "J-1")
+        await asyncio.sleep(5)
+        abandon = asyncio.create_task(r.engine.abandon(t.tracking_id))
+        await asyncio.sleep(1)
+        r.engine.book.drop_all()  # what a replica does when it gives its leases up
+        store.release.set()
+        assert await abandon is None
+        assert dict(r.engine.entries) == {} and _active(r) == 0
+        await r.close()
+
+    run(main)
+
+
 def test_a_read_that_hangs_does_not_hold_back_the_reads_due_after_it() -> None:
     """The worker that takes a read leaves the schedule to the others: the next
     entry, due later, is read when due, not once the hung read times out (10 s)."""
