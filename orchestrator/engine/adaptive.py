@@ -255,8 +255,6 @@ def merged(base: DurationSketch, delta: DurationSketch, half_life: float) -> Dur
 Segment = tuple[float, float, float]  # (start s, end s, weight), weight spread evenly
 _RELAX = 1.5
 _MAX_RELAXATIONS = 12
-
-
 _CANDIDATES = 48  # read ages the planner chooses among (bins merged above that)
 
 
@@ -330,8 +328,17 @@ def best_grid(segments: Sequence[Segment], target: float, max_gap: float) -> lis
 
 
 def backoff_count(age: float, p: PollingConfig) -> int:
-    """How many reads the plain backoff has made by ``age``."""
-    return sum(1 for a in backoff_ages(0.0, p, age) if a <= age)
+    """How many reads the plain backoff has made by ``age`` (once per planned read:
+    stepped while the delay grows, counted at once when it stays at the maximum)."""
+    a, delay, count = p.initial_delay_s, p.initial_delay_s, 0
+    while a <= age:
+        count += 1
+        if count > 1:
+            if delay >= p.max_delay_s or p.multiplier <= 1.0:  # the delay no longer grows
+                return count + math.floor((age - a) / delay + 1e-9)
+            delay = min(delay * p.multiplier, p.max_delay_s)
+        a += delay
+    return count
 
 
 def backoff_ages(start: float, p: PollingConfig, until: float) -> list[float]:

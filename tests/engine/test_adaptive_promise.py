@@ -10,12 +10,20 @@ from __future__ import annotations
 
 import random
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from bench.adaptive_battery import run_wide_lazy
 from orchestrator.config import load_settings
-from orchestrator.engine.adaptive import DurationSketch, cost, edge, plan_grid, schedule
+from orchestrator.engine.adaptive import (
+    DurationSketch,
+    backoff_ages,
+    backoff_count,
+    cost,
+    edge,
+    plan_grid,
+    schedule,
+)
 
 
 def test_the_issue_48_shape_reads_no_more_than_the_backoff() -> None:
@@ -74,3 +82,20 @@ def test_a_plan_never_costs_more_than_the_backoff(
     # No two planned reads closer than they need be: the grid's gaps are within max_delay_s.
     gaps = [b - a for a, b in zip((start, *grid), grid, strict=False)]
     assert all(g <= p.max_delay_s + 1e-6 for g in gaps)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    age=st.floats(0.0, 1000.0),
+    initial=st.floats(0.2, 5.0),
+    ratio=st.floats(1.0, 60.0),
+    multiplier=st.floats(1.0, 3.0),
+)
+def test_the_backoff_s_count_at_an_age_is_its_schedule_s(
+    age: float, initial: float, ratio: float, multiplier: float
+) -> None:
+    polling = {"initial_delay_s": initial, "max_delay_s": initial * ratio, "multiplier": multiplier}
+    p = load_settings(None, polling=polling).polling
+    ages = backoff_ages(0.0, p, age)
+    assume(all(abs(a - age) > 1e-6 for a in ages))  # not on a read: float sums differ
+    assert backoff_count(age, p) == sum(1 for a in ages if a <= age)
