@@ -148,9 +148,14 @@ class DurationSketch:
         return seconds < lo * math.exp(-_LOG_RATIO) or seconds > hi * math.exp(_LOG_RATIO)
 
     def side(self, seconds: float) -> int:
-        """+1 above this history's range, -1 below it, 0 within it or with no history."""
-        out = self.surprising(seconds)
-        return 0 if not out else (1 if seconds > self.quantile(HIGH_Q) else -1)
+        """+1 above this history's range, -1 below it, 0 within it or with no history;
+        +-2 more than a doubling beyond it (stronger evidence of a change)."""
+        if not self.surprising(seconds):
+            return 0
+        hi = self.quantile(HIGH_Q)
+        if seconds > hi:
+            return 2 if seconds > 2.0 * hi else 1
+        return -2 if seconds < 0.5 * self.quantile(LOW_Q) else -1
 
     def add(
         self, seconds: float, half_life: float, judged_by: DurationSketch | None = None
@@ -278,6 +283,14 @@ def best_grid(segments: Sequence[Segment], target: float, max_gap: float) -> lis
             for k in range(len(weights))
         ]
     pieces = [(x, y, w) for (x, y, _), w in zip(pieces, weights, strict=True)]
+    # A bin is an eighth of a doubling wide: at long durations wider than the delay
+    # aimed at, so reads may also fall within it (its weight spread evenly).
+    split = []
+    for x, y, w in pieces:
+        parts = max(1, min(4, math.ceil((y - x) / target)))
+        split += [(x + (y - x) * k / parts, x + (y - x) * (k + 1) / parts, w / parts)
+                  for k in range(parts)]  # fmt: skip
+    pieces = split
     while len(pieces) > _CANDIDATES:  # merge neighbours pairwise, keeping the ends
         pieces = [
             (pieces[k][0], pieces[min(k + 1, len(pieces) - 1)][1],
@@ -339,6 +352,17 @@ def backoff_count(age: float, p: PollingConfig) -> int:
             delay = min(delay * p.multiplier, p.max_delay_s)
         a += delay
     return count
+
+
+def backoff_gap(age: float, p: PollingConfig) -> float:
+    """The plain backoff's delay at ``age``: the gap between its two reads around it
+    (where a tracking the plan let go of joins it, at the pace it would have by then)."""
+    at, gap, reads = 0.0, p.initial_delay_s, 0
+    while at + gap <= age and gap < p.max_delay_s and p.multiplier > 1.0:
+        at, reads = at + gap, reads + 1
+        if reads >= 2:  # the initial delay twice, then multiplied (backoff_ages)
+            gap = min(gap * p.multiplier, p.max_delay_s)
+    return gap
 
 
 def backoff_ages(start: float, p: PollingConfig, until: float) -> list[float]:

@@ -203,22 +203,22 @@ def decide(
     expired = end is None and now_m >= deadline_mono
     if end is None and not expired:
         # The backoff starts at the initial delay and grows to the maximum; a change of
-        # remote state restarts it (a job that just moved is likely to move again soon),
-        # and so does the end of adaptive's plan (work that outlived its class's
-        # durations, or a class that changed: read soon, then less often).
-        backoff = (
-            p.initial_delay_s
-            if changed or s.delay is None
-            else min(s.delay * p.multiplier, p.max_delay_s)
-        )
+        # remote state restarts it (a job that just moved is likely to move again soon).
+        # A tracking adaptive's plan lets go of joins it at the pace it has at the
+        # work's age (``Learned.rejoin``).
+        if s.delay is None and plan.rejoin is not None:
+            backoff = max(plan.rejoin, p.initial_delay_s)  # leaving adaptive's plan
+        elif changed or s.delay is None:
+            backoff = p.initial_delay_s
+        else:
+            backoff = min(s.delay * p.multiplier, p.max_delay_s)
         delay, due = backoff, now_m + backoff * (1.0 + p.jitter * (2.0 * draw - 1.0))
         # A tracking the plan let go of (it outlived its class) stays on the backoff:
         # taken back each time the grid grows, it would start the backoff again and
         # again. One whose class the first read showed (polls <= 1) may join it, and
         # a schedule plans each occurrence it sees running afresh.
         if plan.due is not None and (s.delay is None or s.polls <= 1 or plan.beside):
-            # The backoff restarts from its first delay should the plan run out.
-            delay = None
+            delay = None  # should the plan run out, the backoff goes on from rejoin
             due = min(max(plan.due, now_m), now_m + p.max_delay_s)
             reason = NextPollReason.ADAPTIVE
         to_mono = now_m - now_w

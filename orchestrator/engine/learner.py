@@ -30,6 +30,7 @@ from orchestrator.engine.adaptive import (
     CLASS_RE,
     DurationSketch,
     backoff_count,
+    backoff_gap,
     merged,
     next_read,
     plan_grid,
@@ -53,9 +54,10 @@ Key = tuple[str, str, str]  # (workspace, kind, work class)
 QUANTILES = (0.5, 0.9, 0.99)
 OTHER = "other"
 _REPLAN_S = 1.0  # a busy class's grid is drawn again at most this often
-# This many durations in a row beyond the same end of everything seen before is a
-# change of regime (a stable class does it about once in 300,000 samples): the class
-# starts again from them alone, and is planned from them at once.
+# Durations in a row beyond the same end of everything seen before, each scoring 1
+# (2 if more than a doubling beyond), are a change of regime once they score this
+# (three just beyond: a stable class does it about once in 300,000 samples; two far
+# beyond, rarer still): the class starts again from them alone, planned at once.
 CHANGE_RUN = 3
 _INTAKE_ALPHA = 0.1
 _SPARE_READS = 0  # reads a tracking's plan may be ahead of the backoff's by
@@ -87,8 +89,8 @@ class _Class:
         self.stale = True
         self.planned_at = float("-inf")
         self.planned_count = 0  # samples the grid was drawn from
-        self.recent: list[float] = []  # the last CHANGE_RUN durations
-        self.run = 0  # surprises in a row on one side: + above the history, - below
+        self.recent: list[float] = []  # the durations of the current run of surprises
+        self.run = 0  # their score, on one side: + above the history, - below
         self.before_run: DurationSketch | None = None  # the history the run is judged by
         self.relearning = False  # learning again after a change point: fewer samples do
         self.since_change = 1 << 30  # samples since the last change point
@@ -133,6 +135,9 @@ class Learned(NamedTuple):
     started: float
     due: float | None
     beside: bool = False  # planned by work seen beside (a schedule's occurrence)
+    # The plan let go of it (it outlived its class's grid): the backoff's delay at
+    # its age, to go on from.
+    rejoin: float | None = None
 
 
 class Learner:
@@ -198,7 +203,13 @@ class Learner:
                 return Learned(work_class, started, None)
         if j.label != "ok" or work_class is None:
             return Learned(work_class, started, None)
-        due = self._plan((entry.workspace, entry.kind, work_class), started, now_w, now_m)
+        key = (entry.workspace, entry.kind, work_class)
+        due = self._plan(key, started, now_w, now_m)
+        if due is None and self._planned(key):
+            # Work that outlived its class's grid (or a class whose durations changed)
+            # joins the backoff at the pace it has at this age, not at its first delay.
+            gap = backoff_gap(max(0.0, now_w - started), self._polling)
+            return Learned(work_class, started, None, rejoin=gap)
         if due is not None:
             # Never ahead of the backoff's reads at the age of the planned read (a grid
             # still growing, as when many of a class start at once, would be read at
@@ -207,6 +218,10 @@ class Learner:
             if entry.state.polls + 1 > backoff_count(at, self._polling) + _SPARE_READS:
                 due = None
         return Learned(work_class, started, due)
+
+    def _planned(self, key: Key) -> bool:
+        c = self._classes.get(key)
+        return self._cfg.enabled and c is not None and bool(c.grid)
 
     def _beside(
         self, workspace: str, work: Sequence[WorkSeen], now_w: float, now_m: float
@@ -235,7 +250,7 @@ class Learner:
         if c is None or not c.sketch.settled:
             return None
         needed = self._cfg.min_samples
-        if c.sketch.count < (min(needed, CHANGE_RUN) if c.relearning else needed):
+        if c.sketch.count < (min(needed, 2) if c.relearning else needed):
             return None
         since = now_m - c.planned_at
         # Drawn again when it has learned something: a second after a change, else
@@ -276,19 +291,19 @@ class Learner:
         # first of a new regime's durations would make the next ones look ordinary.
         side = (c.before_run or c.sketch).side(seconds)
         if not side:
-            c.run, c.before_run = 0, None
+            c.run, c.before_run, c.recent = 0, None, []
         elif c.run * side > 0:
             c.run += side
+            c.recent.append(seconds)
         else:
-            c.run, c.before_run = side, c.sketch.copy()
-        c.recent = [*c.recent[1 - CHANGE_RUN :], seconds]
+            c.run, c.before_run, c.recent = side, c.sketch.copy(), [seconds]
         c.since_change += 1
         if abs(c.run) >= CHANGE_RUN:
             # A change of regime: what came before says nothing of what comes now.
             c.sketch = DurationSketch()
             for d in c.recent:
                 c.sketch.add(d, half_life)
-            c.delta, c.run, c.before_run = c.sketch.copy(), 0, None
+            c.delta, c.run, c.before_run, c.recent = c.sketch.copy(), 0, None, []
             # A second change soon after the first is a class still moving (many
             # started at once, the short ones ending first): planned again only
             # from min_samples on.

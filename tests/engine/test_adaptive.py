@@ -172,13 +172,14 @@ def test_a_change_of_regime_goes_back_to_the_backoff_then_learns_the_new_one() -
     late = entry(clock, n=2)
     clock.advance(before + 0.5)
     assert planned_age(lr, clock, late) is None  # outlived the class: the backoff reads
-    # The class now takes three times as long: two such durations are outliers...
-    teach(lr, [rng.uniform(5.9, 6.1) for _ in range(2)])
+    # The class now takes three times as long: one such duration is an outlier...
+    teach(lr, [rng.uniform(5.9, 6.1)])
     clock.advance(2.0)  # the grid is drawn again at most once a second
-    assert planned_age(lr, clock, entry(clock, n=3)) is not None
-    # ...the third in a row is a change: the class starts again from those three, so
-    # the first read is where the new durations end, not at the old ones (which would
-    # otherwise outweigh them for a half-life of samples).
+    assert planned_age(lr, clock, entry(clock, n=3)) == pytest.approx(before, abs=0.01)
+    # ...the second in a row, both more than a doubling beyond everything seen, is a
+    # change: the class starts again from those two, so the first read is where the
+    # new durations end, not at the old ones (which would otherwise outweigh them for
+    # a half-life of samples).
     teach(lr, [rng.uniform(5.9, 6.1)])
     clock.advance(2.0)
     age = planned_age(lr, clock, entry(clock, n=4))
@@ -187,6 +188,36 @@ def test_a_change_of_regime_goes_back_to_the_backoff_then_learns_the_new_one() -
     late = entry(clock, n=5)
     clock.advance(6.1 + 2 * TARGET + 0.5)
     assert planned_age(lr, clock, late) is None
+
+
+def test_durations_just_beyond_the_range_are_a_change_only_three_in_a_row() -> None:
+    clock = FakeClock()
+    lr = learner(clock, half_life_samples=20)
+    teach(lr, [2.0 + 0.01 * (i % 11) for i in range(60)])
+    before = planned_age(lr, clock, entry(clock))
+    assert before is not None and before < 2.2 + 2 * TARGET
+    for n, change in ((2, False), (3, False), (4, True)):
+        teach(lr, [3.0])  # beyond the range, but less than a doubling beyond it
+        clock.advance(2.0)
+        age = planned_age(lr, clock, entry(clock, n=n))
+        assert age is not None
+        assert (age >= 3.0) is change, n
+
+
+def test_work_that_outlives_its_class_joins_the_backoff_at_its_pace() -> None:
+    clock = FakeClock()
+    lr = learner(clock)
+    teach(lr, [2.0] * 40)
+    late = entry(clock)
+    clock.advance(6.0)  # well past the class: the backoff (0.5 s, again, x2 to 8 s)
+    learned = lr.observe(late, pending(), ENUMS, clock.now(), clock.monotonic())
+    # By age 6 the backoff's reads are at 0.5, 1, 2, 4, 8: its delay there is 4 s.
+    assert learned.due is None and learned.rejoin == pytest.approx(4.0)
+    late.state = late.state._replace(polls=1)  # the planned read was its first
+    p = load_settings(None, polling={"initial_delay_s": 0.5, "max_delay_s": 8.0}).polling
+    d = decide(late, pending(), learned, clock.now(), clock.monotonic(), p, 0.5)
+    assert d.next_read == (clock.monotonic() + 4.0, NextPollReason.BACKOFF)
+    assert d.state.delay == 4.0  # and goes on from there: 8 s next
 
 
 def test_an_erratic_class_falls_back_to_the_backoff() -> None:
