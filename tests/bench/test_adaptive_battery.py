@@ -14,7 +14,7 @@ def test_the_battery_reports_every_shape_at_every_configuration(tmp_path: Path) 
     report = json.loads(out.read_text())
     assert set(report["shapes"]) == {f"{c}/{s}" for c in CONFIGS for s in SHAPES}
     for figures in report["shapes"].values():
-        assert figures["oracle_reads"] >= 1.0
+        assert figures["oracle_reads"] >= 1.0 and figures["shape_oracle_reads"] >= 1.0
         assert figures["adaptive_reads"] >= 1.0 and figures["backoff_reads"] >= 1.0
         assert figures["adaptive_delay_p95_s"] >= figures["adaptive_delay_p50_s"] >= 0.0
     assert report["wide_lazy_steady"]["backoff_reads"] > 1.0
