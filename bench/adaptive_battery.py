@@ -36,7 +36,7 @@ if __package__ in (None, ""):
 from bench.oracle import oracle_reads
 from orchestrator.clock import iso
 from orchestrator.store.base import NewTracking
-from tests.engine.harness import EPOCH, Rig, body, rig, run
+from tests.engine.harness import EPOCH, body, rig, run
 
 CONFIGS: dict[str, dict[str, float]] = {
     "defaults": {"initial_delay_s": 1.0, "max_delay_s": 30.0, "multiplier": 2.0, "jitter": 0.2},
@@ -128,39 +128,50 @@ class Job:
         return start + self.duration
 
 
-async def track(jobs: list[Job], gap_s: float, polling: dict[str, float]) -> dict[str, Any]:
-    """Both engines on the same jobs; per side, each job's (reads, delay)."""
-    sides: dict[str, Rig] = {}
-    for side in ("adaptive", "backoff"):
-        sides[side] = await rig(
-            rate=5000, max_in_flight=64, run_history=False,
-            adaptive={"enabled": side == "adaptive"}, **polling,
-        )  # fmt: skip
-    own: dict[str, dict[int, Job]] = {side: {} for side in sides}
-    made: dict[str, list[tuple[Job, str, str]]] = {side: [] for side in sides}
+async def track_side(
+    jobs: list[Job], gap_s: float, polling: dict[str, float], adaptive: bool
+) -> list[tuple[int, float]]:
+    """One engine (adaptive on or off) on the jobs: each job's (reads, delay)."""
+    r = await rig(
+        rate=5000, max_in_flight=64, run_history=False, adaptive={"enabled": adaptive},
+        **polling,
+    )  # fmt: skip
+    made: list[tuple[Job, str, str]] = []
     for job in jobs:
-        for side, r in sides.items():
-            mine = own[side][job.n] = Job(job.n, job.key, r.clock.monotonic(), job.duration,
-                                          job.final, job.lazy)  # fmt: skip
-            path = f"/api/workspace/functions/jobs/J-{job.n}"
-            r.transport.script(path, mine.answer)
-            now = r.clock.now()
-            item = NewTracking(
-                f"trk_{job.n:024x}", "default", "function_job", f"J-{job.n}", now + 7200, now, now
-            )
-            [(tracking, _)] = await r.store.create_trackings([item])
-            r.engine.add(tracking, job.key)
-            made[side].append((mine, tracking.tracking_id, path))
+        mine = Job(job.n, job.key, r.clock.monotonic(), job.duration, job.final, job.lazy)
+        path = f"/api/workspace/functions/jobs/J-{job.n}"
+        r.transport.script(path, mine.answer)
+        now = r.clock.now()
+        item = NewTracking(
+            f"trk_{job.n:024x}", "default", "function_job", f"J-{job.n}", now + 7200, now, now
+        )
+        [(tracking, _)] = await r.store.create_trackings([item])
+        r.engine.add(tracking, job.key)
+        made.append((mine, tracking.tracking_id, path))
         await asyncio.sleep(gap_s)
+    figures = []
+    for mine, tracking_id, path in made:
+        await r.final(tracking_id, within_s=7200)
+        seen = [t for t, method, p in r.transport.log if p == path and method == "GET"]
+        figures.append((len(seen), seen[-1] - mine.ended()))
+    await r.close()
+    return figures
+
+
+def track(jobs: list[Job], gap_s: float, polling: dict[str, float]) -> dict[str, Any]:
+    """Both engines on the same jobs, each on a virtual-time loop of its own (on one
+    loop their timers would interleave and reorder their jitter draws); per side,
+    each job's (reads, delay)."""
     out: dict[str, Any] = {}
-    for side, r in sides.items():
-        figures = []
-        for mine, tracking_id, path in made[side]:
-            await r.final(tracking_id, within_s=7200)
-            seen = [t for t, method, p in r.transport.log if p == path and method == "GET"]
-            figures.append((len(seen), seen[-1] - mine.ended()))
-        out[side] = figures
-        await r.close()
+
+    def one(side: str) -> None:
+        async def main() -> None:
+            out[side] = await track_side(jobs, gap_s, polling, side == "adaptive")
+
+        run(main)
+
+    one("adaptive")
+    one("backoff")
     return out
 
 
@@ -214,12 +225,7 @@ def run_shape(name: str, shape: Shape, polling: dict[str, float], scale: float) 
     durations = [shape.draw(rng, i, n) for i in range(n)]
     key = f"bench.{name}"
     jobs = [Job(i, f"{key}.{i}" if shape.new_key else key, 0.0, d) for i, d in enumerate(durations)]
-    box: dict[str, Any] = {}
-
-    async def main() -> None:
-        box.update(await track(jobs, shape.gap_s, polling))
-
-    run(main)
+    box = track(jobs, shape.gap_s, polling)
     which = _measured(shape, n)
     fresh = random.Random(f"{name}:shape")
     # Drawn at the measured jobs' places in the run: after a change, the new regime's.
@@ -237,12 +243,7 @@ def run_wide_lazy(jobs: int, gap_s: float = 0.5) -> dict[str, float]:
         u = rng.random()
         final = "Completed" if u < 0.9 else "Failed" if u < 0.97 else "Cancelled"
         made.append(Job(i, "bench.wide_lazy", 0.0, rng.uniform(2.0, 40.0), final, lazy=True))
-    box: dict[str, Any] = {}
-
-    async def main() -> None:
-        box.update(await track(made, gap_s, CONFIGS["max_5s"]))
-
-    run(main)
+    box = track(made, gap_s, CONFIGS["max_5s"])
     out: dict[str, float] = {}
     for side in ("adaptive", "backoff"):
         picked = box[side][jobs // 2 :]
