@@ -56,3 +56,10 @@ def test_reads_at_most_max_gap_apart() -> None:
     assert oracle_reads([8.0], 0.0, max_gap=5.0) == pytest.approx(2.0)
     # 2 and 12 s, 5 s apart at most: 2, then two steps to 12 (7 and 12) for the other.
     assert oracle_reads([2.0, 12.0], 0.0, max_gap=5.0) == pytest.approx(1 + 2 / 2)
+
+
+def test_a_rare_extreme_duration_weighs_its_share_when_thinned() -> None:
+    # One job in 20,000 runs for 1000 s (read every 5 s); thinned to the program's few
+    # hundred durations it must not stand for a 400th of them (1.5 reads, not 1.01).
+    durations = [1.0] * 19_999 + [1000.0]
+    assert oracle_reads(durations, 0.0, max_gap=5.0) == pytest.approx(1.0, abs=0.02)
