@@ -154,7 +154,7 @@ def decide(
     """The next state of tracking ``e`` after a poll judged ``j``, and what to do.
 
     ``plan`` is what adaptive polling learned from the read: the work's class and
-    start, and its planned next read (monotonic; ``engine/adaptive.py``), taken
+    start, and its planned next read (monotonic; ``engine/plan.py``), taken
     instead of the backoff (every other rule below still wins over it). ``draw``
     is a uniform number in [0, 1) for the jitter; wall times (the judgement's)
     become monotonic ones by ``now_m - now_w``.

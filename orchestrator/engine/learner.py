@@ -26,16 +26,8 @@ import anyio
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from orchestrator.engine.adaptive import (
-    CLASS_RE,
-    DurationSketch,
-    backoff_count,
-    backoff_gap,
-    merged,
-    next_read,
-    plan_grid,
-    work_times,
-)
+from orchestrator.engine.adaptive import CLASS_RE, DurationSketch, merged, work_times
+from orchestrator.engine.plan import backoff_count, backoff_gap, next_read, plan_grid
 from orchestrator.errors import StoreError
 from orchestrator.interpret import TERMINAL_PHASES
 from orchestrator.store.base import Store, WorkClassMerge, WorkClassSummary

@@ -18,16 +18,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from orchestrator.clock import iso
 from orchestrator.config import load_settings
-from orchestrator.engine.adaptive import (
-    DurationSketch,
-    best_grid,
-    cost,
-    plan_grid,
-    schedule,
-)
+from orchestrator.engine.adaptive import DurationSketch
 from orchestrator.engine.decision import ReadAt, decide
 from orchestrator.engine.entry import Entry
 from orchestrator.engine.learner import DurationCollector, Learned, Learner
+from orchestrator.engine.plan import best_grid, cost, plan_grid, schedule
 from orchestrator.interpret import Phase, fallback_enums
 from orchestrator.kinds.base import Judgement
 from orchestrator.metrics import Metrics

@@ -15,15 +15,8 @@ from hypothesis import strategies as st
 
 from bench.adaptive_battery import run_wide_lazy
 from orchestrator.config import load_settings
-from orchestrator.engine.adaptive import (
-    DurationSketch,
-    backoff_ages,
-    backoff_count,
-    cost,
-    edge,
-    plan_grid,
-    schedule,
-)
+from orchestrator.engine.adaptive import DurationSketch, edge
+from orchestrator.engine.plan import backoff_ages, backoff_count, cost, plan_grid, schedule
 
 
 def test_the_issue_48_shape_reads_no_more_than_the_backoff() -> None:
