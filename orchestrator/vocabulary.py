@@ -9,9 +9,24 @@ This module imports nothing of the project, so every package may import it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
+
+
+class Phase(StrEnum):
+    """What the interpreter judged a status body to say (``interpret/``)."""
+
+    PENDING = "pending"  # non-terminal: keep polling
+    SUCCEEDED = "succeeded"  # terminal success, with the evidence
+    FAILED = "failed"  # terminal non-success
+    CANCELLED = "cancelled"  # terminal non-success
+    ANOMALY = "anomaly"  # readable but breaks the contract: keep polling, count it
+    INVALID = "invalid"  # not a status body at all: transport trouble (invalid_response)
+
+
+TERMINAL_PHASES = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED})
 
 
 class Kind(StrEnum):
@@ -65,6 +80,9 @@ FILTER_KINDS = tuple(k for k, spec in KINDS.items() if spec.family == "found")
 BUILD_KINDS = tuple(k for k, spec in KINDS.items() if spec.class_field == "build_kind")
 # A build's own kind (its body's Kind): the work class of a build tracking.
 BUILD_CLASSES = ("Build", "Check")
+# A work class (a FunctionKey, a build kind) becomes a metric label value: printable,
+# short, no spaces.
+CLASS_RE = re.compile(r"[A-Za-z0-9._:/@+-]{1,200}")
 
 
 class BuildReasonCode(StrEnum):

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from orchestrator.vocabulary import (
+    CLASS_RE,
     FILTER_KINDS,
     KINDS,
     DeadlineSource,
@@ -23,7 +24,6 @@ from orchestrator.vocabulary import (
 )
 
 REMOTE_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,200}")
-FUNCTION_KEY_RE = re.compile(r"[A-Za-z0-9._:/@+-]{1,200}")  # as engine/adaptive.py reads it
 LABEL_KEY_RE = re.compile(r"[A-Za-z0-9_.-]{1,63}")
 MAX_LABELS = 32
 MAX_BATCH = 1000
@@ -168,7 +168,7 @@ class IntakeBody(BaseModel):
     @field_validator("function_key")
     @classmethod
     def _function_key(cls, v: str | None) -> str | None:
-        if v is not None and not FUNCTION_KEY_RE.fullmatch(v):
+        if v is not None and not CLASS_RE.fullmatch(v):
             raise ValueError("must be 1-200 characters of [A-Za-z0-9._:/@+-]")
         return v
 

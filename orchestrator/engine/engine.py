@@ -193,7 +193,7 @@ class Engine:
         for label, duration in j.reads:
             pm.polled(ws, kind, label, duration)
         pm.set_up(ws, j.answered)
-        plan = self.learner.observe(entry, j, self.clients[ws].enums.get(kind), now_w, now_m)
+        plan = self.learner.observe(entry, j, now_w, now_m)
         d = decide(entry, j, plan, now_w, now_m, self.polling, self.rng.random())
         if j.anomaly is not None:
             pm.anomaly(ws, kind, j.anomaly)

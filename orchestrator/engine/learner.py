@@ -26,17 +26,16 @@ import anyio
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from orchestrator.engine.adaptive import CLASS_RE, DurationSketch, merged, work_times
+from orchestrator.engine.adaptive import DurationSketch, merged
 from orchestrator.engine.plan import backoff_count, backoff_gap, next_read, plan_grid
 from orchestrator.errors import StoreError
-from orchestrator.interpret import TERMINAL_PHASES
 from orchestrator.store.base import Store, WorkClassMerge, WorkClassSummary
+from orchestrator.vocabulary import CLASS_RE, TERMINAL_PHASES
 
 if TYPE_CHECKING:
     from orchestrator.clock import Clock
     from orchestrator.config import Settings
     from orchestrator.engine.entry import Entry
-    from orchestrator.interpret import EnumMap
     from orchestrator.kinds.base import Judgement, WorkSeen
     from orchestrator.metrics import Metrics
 
@@ -159,21 +158,18 @@ class Learner:
         due = self._plan(key, s.started, self._clock.now(), now_m)
         return None if due is None else min(due, now_m + self._polling.max_delay_s)
 
-    def observe(
-        self, entry: Entry, j: Judgement, enums: EnumMap | None, now_w: float, now_m: float
-    ) -> Learned:
-        """What a read showed: the class and times of the work, its duration once it has
-        ended (learned here), and the planner's next read; the entry is left as it is.
-        ``enums`` is None for a kind with no status route (a schedule): it learns from
-        and plans by the work it saw beside (``class_work``), if any."""
+    def observe(self, entry: Entry, j: Judgement, now_w: float, now_m: float) -> Learned:
+        """What a read showed: the class and times of the work (``j.work``, as the
+        interpreter read them), its duration once it has ended (learned here), and the
+        planner's next read; the entry is left as it is. A kind with no status route
+        (a schedule) has no class of its own: it learns from and plans by the work it
+        saw beside (``class_work``), if any."""
         work_class, started = entry.state.work_class, entry.state.started
         if j.class_work:
             due = self._beside(entry.workspace, j.class_work, now_w, now_m)
             return Learned(work_class, started, due, beside=True)
-        if enums is None:
-            return Learned(work_class, started, None)
-        if j.remote is not None and j.phase is not None:
-            s = work_times(entry.kind, j.remote, enums)
+        if j.work is not None and j.phase is not None:
+            s = j.work
             if s.work_class is not None and s.work_class != work_class:
                 if work_class is not None:
                     log.warning(

@@ -9,14 +9,8 @@ from orchestrator.interpret._read import (
     polling_url_matches,
 )
 from orchestrator.interpret.enums import fallback_enums, resolve_enums
-from orchestrator.interpret.interpreter import (
-    TERMINAL_PHASES,
-    EnumMap,
-    Phase,
-    Verdict,
-    interpret,
-    missing_evidence,
-)
+from orchestrator.interpret.interpreter import EnumMap, Verdict, interpret, missing_evidence
+from orchestrator.vocabulary import TERMINAL_PHASES, Phase
 
 __all__ = [
     "TERMINAL_PHASES",

@@ -18,10 +18,10 @@ default); every attempt may take it, and a retry waits ``RetryDelaySeconds`` fir
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any, Literal
 
 from orchestrator.clock import iso
@@ -39,25 +39,14 @@ from orchestrator.interpret._read import (
     label,
     model_of,
 )
-from orchestrator.vocabulary import BUILD_CLASSES, STATUS_KINDS
+from orchestrator.interpret.work import WorkTimes, work_times
+from orchestrator.vocabulary import BUILD_CLASSES, STATUS_KINDS, TERMINAL_PHASES, Phase
 
 JOB_STATUSES = ("Queued", "Leased", "Completed", "Failed", "Cancelled")
 BUILD_STATUSES = ("Queued", "Running", "Succeeded", "Failed", "Cancelled")
 # FunctionRunStatus is not printed in the platform documentation: these names are
 # accepted on the wire, but its integers come only from the OpenAPI document.
 RUN_STATUSES = ("Running", "Success", "Failed", "Skipped", "Cancelled", "TimedOut")
-
-
-class Phase(StrEnum):
-    PENDING = "pending"  # non-terminal: keep polling
-    SUCCEEDED = "succeeded"  # terminal success, with the evidence
-    FAILED = "failed"  # terminal non-success
-    CANCELLED = "cancelled"  # terminal non-success
-    ANOMALY = "anomaly"  # readable but breaks the contract: keep polling, count it
-    INVALID = "invalid"  # not a status body at all: transport trouble (invalid_response)
-
-
-TERMINAL_PHASES = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +73,7 @@ class Verdict:
     result: dict[str, Any] | None = None  # normalized, on terminal phases
     anomaly: str | None = None  # reason code on ANOMALY / INVALID
     details: dict[str, Any] = field(default_factory=dict)
+    work: WorkTimes | None = None  # the work's class and own times; None on INVALID
 
     @property
     def terminal(self) -> bool:
@@ -112,7 +102,12 @@ _KINDS = frozenset(STATUS_KINDS)
 def interpret(kind: str, body: Any, enums: EnumMap) -> Verdict:
     """What a status body says, for a ``function_job`` or a build kind. Never raises."""
     try:
-        return _interpret(kind, body, enums)
+        verdict = _interpret(kind, body, enums)
+        if verdict.phase is Phase.INVALID:
+            return verdict
+        return dataclasses.replace(
+            verdict, work=work_times(kind, body, enums.values.get("kind", {}))
+        )
     except Exception:
         # A bug here must not take a poll loop down: the body is then simply not
         # understood, which keeps the tracking polling and shows in the metrics.

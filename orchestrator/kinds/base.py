@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 from orchestrator.interpret import Phase
 
 if TYPE_CHECKING:
+    from orchestrator.interpret.work import WorkTimes
     from orchestrator.store.base import Tracking
     from orchestrator.workspace.client import WorkspaceClient
     from orchestrator.workspace.readresult import ReadResult
@@ -105,6 +106,8 @@ class Judgement:
     # Work of a class seen beside the tracking's own body (a schedule's newly ended and
     # still running occurrences): adaptive polling learns from and plans by it.
     class_work: Sequence[WorkSeen] = ()
+    # The tracking's own work as its body shows it (class, own times): a status read.
+    work: WorkTimes | None = None
 
 
 def judged_reads(

@@ -47,6 +47,7 @@ def judge(kind: str, r: ReadResult, enums: EnumMap) -> Judgement:
         anomaly=verdict.anomaly if verdict.phase is Phase.ANOMALY else None,
         anomaly_details=verdict.details,
         next_run_at=verdict.next_run_at,
+        work=verdict.work,
     )
 
 

@@ -24,6 +24,7 @@ from orchestrator.engine.entry import Entry
 from orchestrator.engine.learner import DurationCollector, Learned, Learner
 from orchestrator.engine.plan import best_grid, cost, plan_grid, schedule
 from orchestrator.interpret import Phase, fallback_enums
+from orchestrator.interpret.work import work_times
 from orchestrator.kinds.base import Judgement
 from orchestrator.metrics import Metrics
 from orchestrator.store.base import NewTracking, Tracking
@@ -78,7 +79,7 @@ def pending() -> Judgement:
 
 def planned_age(lr: Learner, clock: FakeClock, e: Entry) -> float | None:
     """The age of the work at the read the planner would make next (None: backoff)."""
-    due = lr.observe(e, pending(), ENUMS, clock.now(), clock.monotonic()).due
+    due = lr.observe(e, pending(), clock.now(), clock.monotonic()).due
     return None if due is None else due - clock.monotonic() + (clock.now() - e.state.started)
 
 
@@ -205,7 +206,7 @@ def test_work_that_outlives_its_class_joins_the_backoff_at_its_pace() -> None:
     teach(lr, [2.0] * 40)
     late = entry(clock)
     clock.advance(6.0)  # well past the class: the backoff (0.5 s, again, x2 to 8 s)
-    learned = lr.observe(late, pending(), ENUMS, clock.now(), clock.monotonic())
+    learned = lr.observe(late, pending(), clock.now(), clock.monotonic())
     # By age 6 the backoff's reads are at 0.5, 1, 2, 4, 8: its delay there is 4 s.
     assert learned.due is None and learned.rejoin == pytest.approx(4.0)
     late.state = late.state._replace(polls=1)  # the planned read was its first
@@ -270,9 +271,10 @@ def test_the_job_s_own_class_wins_over_the_hint(caplog: pytest.LogCaptureFixture
     lr = learner(clock)
     e = entry(clock, work_class="fn.given")
     shown = {"JobId": "J-1", "Status": "Leased", "FunctionKey": "fn.own"}
-    j = Judgement("ok", (), answered=True, phase=Phase.PENDING, remote=shown)
+    work = work_times("function_job", shown, {})  # what the interpreter hands on
+    j = Judgement("ok", (), answered=True, phase=Phase.PENDING, remote=shown, work=work)
     with caplog.at_level(logging.WARNING, logger="orchestrator.engine"):
-        learned = lr.observe(e, j, ENUMS, clock.now(), clock.monotonic())
+        learned = lr.observe(e, j, clock.now(), clock.monotonic())
     assert learned.work_class == "fn.own"
     assert "differs from the intake" in caplog.text
 
