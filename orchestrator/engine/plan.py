@@ -136,15 +136,18 @@ def backoff_gap(age: float, p: PollingConfig) -> float:
     return gap
 
 
-def backoff_ages(start: float, p: PollingConfig, until: float) -> list[float]:
+def backoff_ages(
+    start: float, p: PollingConfig, until: float, joined: float | None = None
+) -> list[float]:
     """The plain backoff's reads, as ages, for a tracking it starts on at age ``start``
-    (``decide()``: the initial delay, again, then multiplied up to ``max_delay_s``)."""
+    (``decide()``: the initial delay, again, then multiplied up to ``max_delay_s``), or
+    that joins it there at delay ``joined`` (then multiplied: ``Learned.rejoin``)."""
     ages: list[float] = []
-    a, delay = start, p.initial_delay_s
+    a, delay = start, p.initial_delay_s if joined is None else max(joined, p.initial_delay_s)
     while (not ages or a < until) and len(ages) < 10_000:
         a += delay
         ages.append(a)
-        if len(ages) > 1:
+        if len(ages) > 1 or joined is not None:
             delay = min(delay * p.multiplier, p.max_delay_s)
     return ages
 
@@ -198,8 +201,8 @@ class Cost:
 
 def schedule(grid: Sequence[float], p: PollingConfig, start: float, until: float) -> list[float]:
     """The ages a tracking taken in at age ``start`` is read at, to ``until``: the plan
-    (nothing planned: the backoff from the start), and past its end the backoff again,
-    from its first delay."""
+    (nothing planned: the backoff from the start), and past its end the backoff, joined
+    at the pace it has at that age."""
     first = next_read(grid, start, 0.0)
     if first is None:
         return backoff_ages(start, p, until)
@@ -207,7 +210,7 @@ def schedule(grid: Sequence[float], p: PollingConfig, start: float, until: float
     while ages[-1] < until and len(ages) < 10_000:
         planned = next_read(grid, ages[-1], 0.0)
         if planned is None:
-            return ages + backoff_ages(ages[-1], p, until)
+            return ages + backoff_ages(ages[-1], p, until, backoff_gap(ages[-1], p))
         ages.append(min(planned, ages[-1] + p.max_delay_s))
     return ages
 
