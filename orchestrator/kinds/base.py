@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
 from orchestrator.interpret import Phase
 
@@ -65,7 +65,7 @@ class WorkSeen(NamedTuple):
     ended: float | None  # wall: its own end; None while it runs
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Judgement:
     """What one poll of a tracking found, judged by its kind; nothing decided yet.
 
@@ -110,17 +110,25 @@ class Judgement:
     work: WorkTimes | None = None
 
 
-def judged_reads(
-    label: str, reads: Sequence[ReadResult], trouble: ReadResult | None, **more: Any
-) -> Judgement:
-    """A poll's Judgement as its ``reads`` make it (``trouble``: the read that failed it)."""
-    return Judgement(
+class ReadsSeen(NamedTuple):
+    """What a poll's reads say, whatever they read: Judgement's first five fields
+    (``Judgement(*seen, ...)``)."""
+
+    label: str
+    reads: Sequence[tuple[str, float]]
+    answered: bool
+    retry_after: float | None
+    error: JsonObject | None
+
+
+def reads_seen(label: str, reads: Sequence[ReadResult], trouble: ReadResult | None) -> ReadsSeen:
+    """A poll's reads as ``label`` judges them (``trouble``: the read that failed it)."""
+    return ReadsSeen(
         label if trouble is None else trouble.result,
         [(r.result, r.duration) for r in reads],
         bool(reads) and all(r.answered for r in reads),
         max((r.retry_after for r in reads if r.retry_after), default=None),
         None if trouble is None else trouble.error,
-        **more,
     )
 
 

@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from orchestrator.interpret import TERMINAL_PHASES
 from orchestrator.interpret._read import TERMINAL_JOB, get_ci, text
-from orchestrator.kinds.base import Adopted, Judgement, KindHandler, PollTarget, judged_reads
+from orchestrator.kinds.base import (
+    Adopted,
+    JsonObject,
+    Judgement,
+    KindHandler,
+    PollTarget,
+    reads_seen,
+)
 from orchestrator.platform.found_jobs import (
     FoundJob,
     FoundState,
@@ -121,28 +128,35 @@ class FoundHandler(KindHandler):
         return None
 
     def _judge(self, client: WorkspaceClient, found: _FoundReads) -> Judgement:
-        state, reads, trouble = found.state, found.reads, found.trouble
-        j = judged_reads("ok", reads, trouble, not_found_reason="job_not_found")
+        state, trouble = found.state, found.trouble
+        seen = reads_seen("ok", found.reads, trouble)
         if state is None:
-            return j
+            return Judgement(*seen, not_found_reason="job_not_found")
         judged = judge_all(state, client.enums["function_job"])
-        j.summary = judged.summary
-        j.remote = state.to_json()
+        details: Mapping[str, object] | None = None
+        anomaly: str | None = None
         if found.ignored:
-            j.anomaly = FILTER_IGNORED
-            j.anomaly_details = {"fields": sorted(set(found.ignored))}
-        if trouble is not None:
-            return j
-        if judged.invalid is not None:
-            j.label = "invalid_response"
-            j.error = {"kind": "invalid_response", "message": judged.invalid}
-            return j
-        j.phase = judged.phase
-        j.fingerprint = judged.fingerprint
-        j.remote_status = judged.remote_status
-        j.next_run_at = judged.next_run_at
+            anomaly, details = FILTER_IGNORED, {"fields": sorted(set(found.ignored))}
+        if trouble is None and judged.invalid is not None:
+            error: JsonObject = {"kind": "invalid_response", "message": judged.invalid}
+            seen = seen._replace(label="invalid_response", error=error)
+        if trouble is not None or judged.invalid is not None:
+            return Judgement(
+                *seen, anomaly=anomaly, anomaly_details=details, remote=state.to_json(),
+                summary=judged.summary, not_found_reason="job_not_found",
+            )  # fmt: skip
         if judged.anomaly is not None:
-            j.anomaly, j.anomaly_details = judged.anomaly, judged.anomaly_details
-        if judged.phase in TERMINAL_PHASES:
-            j.result = dict(judged.summary)
-        return j
+            anomaly, details = judged.anomaly, judged.anomaly_details
+        return Judgement(
+            *seen,
+            phase=judged.phase,
+            fingerprint=judged.fingerprint,
+            remote_status=judged.remote_status,
+            remote=state.to_json(),
+            result=dict(judged.summary) if judged.phase in TERMINAL_PHASES else None,
+            anomaly=anomaly,
+            anomaly_details=details,
+            next_run_at=judged.next_run_at,
+            summary=judged.summary,
+            not_found_reason="job_not_found",
+        )

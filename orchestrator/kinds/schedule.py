@@ -38,8 +38,8 @@ from orchestrator.kinds.base import (
     KindHandler,
     PollTarget,
     WorkSeen,
-    judged_reads,
     owned,
+    reads_seen,
 )
 from orchestrator.platform.occurrences import FollowState, Scan, mark, public, scan, settle
 from orchestrator.platform.run_history import read_rows
@@ -222,43 +222,54 @@ class ScheduleHandler(KindHandler):
             settle(followed.state, found)
             schedule_body = sched.body if sched.result == "ok" else followed.schedule
             work = _class_work(found, schedule_body)
-        j = judged_reads(
-            sched.result,
-            reads,
-            trouble,
-            occurrences=reported,
-            not_found_reason="schedule_deleted",
-            awaiting_work=found is None or followed.holding(),
-            class_work=work,
-        )
+        seen = reads_seen(sched.result, reads, trouble)
+        awaiting_work = found is None or followed.holding()
+        anomaly: str | None = None
+        details: dict[str, Any] | None = None
         if found is not None and found.anomalies:
             # Completed without its Run evidence: the occurrence stays pending (fail
             # closed) and the anomaly is counted like a job's.
             first = found.anomalies[0]
-            j.anomaly = "completed_without_evidence"
-            j.anomaly_details = {
+            anomaly = "completed_without_evidence"
+            details = {
                 "kind": "schedule",
                 "job_id": first["job_id"],
                 "missing_evidence": first["missing_evidence"],
             }
+        phase: Phase | None = None
+        status: str | None = None
+        result: dict[str, Any] | None = None
+        fingerprint, read_after = "", None
         if trouble is None and sched.result == "ok":
             followed.schedule = sched.body
             status = text(sched.body, "Status")
-            j.phase = Phase.PENDING
-            j.remote_status = status
-            if (status or "").lower() == "disabled" and not j.awaiting_work:
-                j.phase = Phase.CANCELLED
-                j.result = {"remote_id": target.remote_id, "reason": "schedule_disabled"}
-                j.result.update(followed.summary())
-            j.fingerprint = followed.fingerprint()
+            phase = Phase.PENDING
+            if (status or "").lower() == "disabled" and not awaiting_work:
+                phase = Phase.CANCELLED
+                result = {"remote_id": target.remote_id, "reason": "schedule_disabled"}
+                result.update(followed.summary())
+            fingerprint = followed.fingerprint()
             next_run = as_timestamp(get_ci(followed.schedule, "NextRunAt"))
             if next_run is not None and not followed.pending:
-                j.read_after = next_run  # between occurrences: read just after the next one
+                read_after = next_run  # between occurrences: read just after the next one
         elif found is not None and sched.result == "not_found":
             # Deleted, its work still followed: a change in it restarts the backoff.
-            j.phase = Phase.PENDING
-            j.remote_status = text(followed.schedule, "Status")
-            j.fingerprint = followed.fingerprint()
-        j.remote = followed.remote()
-        j.summary = followed.summary()
-        return j
+            phase = Phase.PENDING
+            status = text(followed.schedule, "Status")
+            fingerprint = followed.fingerprint()
+        return Judgement(
+            *seen,
+            phase=phase,
+            fingerprint=fingerprint,
+            remote_status=status,
+            remote=followed.remote(),
+            result=result,
+            anomaly=anomaly,
+            anomaly_details=details,
+            read_after=read_after,
+            occurrences=reported,
+            summary=followed.summary(),
+            not_found_reason="schedule_deleted",
+            awaiting_work=awaiting_work,
+            class_work=work,
+        )

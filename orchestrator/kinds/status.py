@@ -16,8 +16,16 @@ if TYPE_CHECKING:
     from orchestrator.workspace.client import WorkspaceClient
 
 
-def judge(kind: str, r: ReadResult, enums: EnumMap) -> Judgement:
-    """One status read judged: pure."""
+def judge(
+    kind: str,
+    r: ReadResult,
+    enums: EnumMap,
+    concludes: bool = False,
+    budget_default_s: float | None = None,
+) -> Judgement:
+    """One status read judged: pure. ``concludes``: a terminal result still needs the
+    handler's side reads; ``budget_default_s``: the kind has a budget (a function
+    job's), this the timeout a body without one is given."""
     reads = ((r.result, r.duration),)
     if r.unchanged:
         return Judgement(
@@ -47,6 +55,8 @@ def judge(kind: str, r: ReadResult, enums: EnumMap) -> Judgement:
         anomaly=verdict.anomaly if verdict.phase is Phase.ANOMALY else None,
         anomaly_details=verdict.details,
         next_run_at=verdict.next_run_at,
+        budget_s=None if budget_default_s is None else job_budget(r.body, budget_default_s),
+        conclude=concludes and verdict.phase in TERMINAL_PHASES,
         work=verdict.work,
     )
 
@@ -71,11 +81,8 @@ class StatusHandler:
 
     async def poll(self, target: PollTarget, client: WorkspaceClient) -> Judgement:
         found = await client.read(self.kind, target.remote_id, target.digest)
-        j = judge(self.kind, found, client.enums[self.kind])
-        j.conclude = self._history is not None and j.phase in TERMINAL_PHASES
-        if self.kind == "function_job" and j.phase is not None and not j.unchanged:
-            j.budget_s = job_budget(found.body, client.cfg.job_timeout_default_s)
-        return j
+        budget = client.cfg.job_timeout_default_s if self.kind == "function_job" else None
+        return judge(self.kind, found, client.enums[self.kind], self._history is not None, budget)
 
     async def conclude(
         self, target: PollTarget, client: WorkspaceClient, judgement: Judgement
