@@ -10,7 +10,7 @@ read that saw it. Per shape and polling configuration: reads per terminal and de
 p50/p95 for both, and the oracle's reads (``bench/oracle.py``) at adaptive's achieved
 mean delay, over the jobs measured (a stable shape's later half, the 20 jobs after
 a regime change, every job of a key that is new each time) and over the shape itself
-(20,000 fresh draws: the expected reads of the best fixed schedule, which the bars
+(100,000 fresh draws: the expected reads of the best fixed schedule, which the bars
 are judged by). Virtual time measures
 reads and delays, never speed; the real-process adaptive phase of ``bench/run.py``
 stays the end-to-end check.
@@ -189,7 +189,7 @@ def _measured(shape: Shape, n: int) -> range:
     return range(n // 2, n)
 
 
-SHAPE_DRAWS = 20_000  # durations drawn afresh for the oracle over the shape itself
+SHAPE_DRAWS = 100_000  # durations drawn afresh for the oracle over the shape itself
 
 
 def figures(
