@@ -4,7 +4,7 @@ Structured fields travel in ``extra={"fields": {...}}``; ``log_event`` is the
 short way to write one::
 
     log_event(log, "tracking terminal", tracking_id=t.id, workspace="default",
-              kind="function_job", remote_id=t.remote_id, outcome="succeeded")
+              kind=t.kind, remote_id=t.remote_id, outcome="succeeded")
 
 A JSON line carries ``ts``, ``level``, ``logger``, ``msg``, then the fields,
 then ``exc`` (a traceback) when there is one.

@@ -53,17 +53,24 @@ class KindSpec:
     route: str | None  # the ``workspaces.paths`` key of its own route ({id}), if any
     enums: Kind | None  # whose OpenAPI enums judge its bodies
     class_field: Literal["function_key", "build_kind"] | None  # intake's class hint
+    # A function job's: its body shows a budget (TimeoutSeconds x attempts) a deadline
+    # is derived from, and its runs are read into its result.
+    budget: bool = False
+    run_history: bool = False
 
 
-def _status_kind(kind: Kind, class_field: Literal["function_key", "build_kind"]) -> KindSpec:
-    """A kind read from its own status route (the ``paths`` key named as the kind)."""
-    return KindSpec(kind, "status", kind.value, kind, class_field)
+def _status_kind(
+    kind: Kind, class_field: Literal["function_key", "build_kind"], job: bool = False
+) -> KindSpec:
+    """A kind read from its own status route (the ``paths`` key named as the kind);
+    ``job``: a function job's budget and run history."""
+    return KindSpec(kind, "status", kind.value, kind, class_field, budget=job, run_history=job)
 
 
 KINDS: dict[Kind, KindSpec] = {
     spec.kind: spec
     for spec in (
-        _status_kind(Kind.FUNCTION_JOB, "function_key"),
+        _status_kind(Kind.FUNCTION_JOB, "function_key", job=True),
         _status_kind(Kind.NET_OPERATION_BUILD, "build_kind"),
         _status_kind(Kind.WORKSPACE_UI_BUILD, "build_kind"),
         KindSpec(Kind.SCHEDULE, "schedule", "schedule", None, None),

@@ -40,7 +40,7 @@ from orchestrator.interpret._read import (
     model_of,
 )
 from orchestrator.interpret.work import WorkTimes, work_times
-from orchestrator.vocabulary import BUILD_CLASSES, STATUS_KINDS, TERMINAL_PHASES, Phase
+from orchestrator.vocabulary import BUILD_CLASSES, STATUS_KINDS, TERMINAL_PHASES, Kind, Phase
 
 JOB_STATUSES = ("Queued", "Leased", "Completed", "Failed", "Cancelled")
 BUILD_STATUSES = ("Queued", "Running", "Succeeded", "Failed", "Cancelled")
@@ -123,7 +123,7 @@ def _interpret(kind: str, body: Any, enums: EnumMap) -> Verdict:
     raw = get_ci(model, "Status")
     if raw is None:
         return _invalid("missing_status", kind)
-    documented = _JOB_NAMES if kind == "function_job" else _BUILD_NAMES
+    documented = _JOB_NAMES if kind == Kind.FUNCTION_JOB else _BUILD_NAMES
     status, outcome = _enum_name(raw, enums, "status", documented)
     if outcome == "unreadable":
         return _invalid("invalid_status", kind, raw_status=label(raw))
@@ -135,7 +135,7 @@ def _interpret(kind: str, body: Any, enums: EnumMap) -> Verdict:
             anomaly="unknown_status",
             details={"kind": kind, "raw_status": label(raw), "enum_source": enums.source},
         )
-    if kind == "function_job":
+    if kind == Kind.FUNCTION_JOB:
         return _job(model, status, enums)
     return _build(kind, model, status, enums)
 
@@ -150,7 +150,7 @@ def _job(model: Mapping[str, Any], status: str, enums: EnumMap) -> Verdict:
     can_cancel = as_bool(get_ci(model, "CanCancel"))
     next_run_raw = get_ci(model, "NextRunAt")
     next_run_at = as_timestamp(next_run_raw)
-    details: dict[str, Any] = {"kind": "function_job", "enum_source": enums.source}
+    details: dict[str, Any] = {"kind": Kind.FUNCTION_JOB, "enum_source": enums.source}
     if run_status is not None:
         details["run_status"] = run_status
 
@@ -199,7 +199,7 @@ def _job(model: Mapping[str, Any], status: str, enums: EnumMap) -> Verdict:
 
     fingerprint = _fingerprint(
         status,
-        "function_job",
+        Kind.FUNCTION_JOB,
         phase.value,
         anomaly or "",
         label(attempt),

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from orchestrator.kinds.found import FoundHandler
 from orchestrator.kinds.schedule import ScheduleHandler
 from orchestrator.kinds.status import StatusHandler
-from orchestrator.vocabulary import KINDS, Kind
+from orchestrator.vocabulary import KINDS
 
 if TYPE_CHECKING:
     from orchestrator.kinds.base import KindHandler
@@ -27,7 +27,7 @@ def handlers(history: RunHistory | None, filter_skew_s: float = 5.0) -> dict[str
     for kind, spec in KINDS.items():
         if spec.family == "status":
             # A function job's runs go into its result; a build's Failure is its body's.
-            made[kind] = StatusHandler(kind, history if kind == Kind.FUNCTION_JOB else None)
+            made[kind] = StatusHandler(kind, history if spec.run_history else None)
         elif spec.family == "schedule":
             made[kind] = ScheduleHandler()
         else:

@@ -34,6 +34,7 @@ from orchestrator.platform.found_jobs import (
     verdict,
 )
 from orchestrator.platform.run_history import read_rows
+from orchestrator.vocabulary import KINDS, Kind
 from orchestrator.workspace.readresult import ReadResult, invalid
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ class _FoundReads(NamedTuple):
 class FoundHandler(KindHandler):
     def __init__(self, kind: str, skew_s: float) -> None:
         self.kind = kind
+        self._enums = KINDS[Kind(kind)].enums or Kind.FUNCTION_JOB  # its jobs' enums
         self._skew_s = skew_s  # polling.filter_skew_s, for a row stored without its since
 
     def adopt(self, t: Tracking, client: WorkspaceClient) -> Adopted:
@@ -79,7 +81,7 @@ class FoundHandler(KindHandler):
             if rows is None:
                 return _FoundReads(state, reads, listed, ignored)
             ignored = adopt_rows(state, rows)
-        enums = client.enums["function_job"]
+        enums = client.enums[self._enums]
         for job in state.jobs:
             if ended(job, verdict(job, enums)):
                 continue  # its outcome is known: never read again
@@ -132,7 +134,7 @@ class FoundHandler(KindHandler):
         seen = reads_seen("ok", found.reads, trouble)
         if state is None:
             return Judgement(*seen, not_found_reason="job_not_found")
-        judged = judge_all(state, client.enums["function_job"])
+        judged = judge_all(state, client.enums[self._enums])
         details: Mapping[str, object] | None = None
         anomaly: str | None = None
         if found.ignored:

@@ -43,6 +43,7 @@ from orchestrator.kinds.base import (
 )
 from orchestrator.platform.occurrences import FollowState, Scan, mark, public, scan, settle
 from orchestrator.platform.run_history import read_rows
+from orchestrator.vocabulary import Kind
 from orchestrator.workspace.readresult import ReadResult, invalid
 
 if TYPE_CHECKING:
@@ -130,7 +131,7 @@ def _class_work(found: Scan, schedule: Any) -> list[WorkSeen]:
         function_key = times.function_key or fallback
         if function_key is None or (i < ended and times.ended_at is None):
             continue  # no class, or an end we cannot date
-        out.append(WorkSeen("function_job", function_key, times.created_at, times.ended_at))
+        out.append(WorkSeen(Kind.FUNCTION_JOB, function_key, times.created_at, times.ended_at))
     return out
 
 
@@ -202,7 +203,7 @@ class ScheduleHandler(KindHandler):
         reads.append(rread)
         if runs is None:
             return None, rread, awaiting
-        enums = client.enums["function_job"].values
+        enums = client.enums[Kind.FUNCTION_JOB].values
         job_status, run_status = enums.get("status", {}), enums.get("run.status", {})
         return scan(followed.state, jobs, runs, job_status, run_status), None, awaiting
 
@@ -232,7 +233,7 @@ class ScheduleHandler(KindHandler):
             first = found.anomalies[0]
             anomaly = "completed_without_evidence"
             details = {
-                "kind": "schedule",
+                "kind": Kind.SCHEDULE,
                 "job_id": first["job_id"],
                 "missing_evidence": first["missing_evidence"],
             }

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.interpret import TERMINAL_PHASES, Phase, interpret
 from orchestrator.interpret.interpreter import job_budget
 from orchestrator.kinds.base import Adopted, JsonObject, Judgement, PollTarget
+from orchestrator.vocabulary import KINDS, Kind
 from orchestrator.workspace.readresult import ReadResult
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ class StatusHandler:
     def __init__(self, kind: str, history: RunHistory | None = None) -> None:
         self.kind = kind
         self._history = history  # function jobs: their runs go into the result
+        self._budget = KINDS[Kind(kind)].budget
 
     def adopt(self, t: Tracking, client: WorkspaceClient) -> Adopted:
         if t.remote_digest is not None and t.remote_fingerprint is not None:
@@ -81,7 +83,7 @@ class StatusHandler:
 
     async def poll(self, target: PollTarget, client: WorkspaceClient) -> Judgement:
         found = await client.read(self.kind, target.remote_id, target.digest)
-        budget = client.cfg.job_timeout_default_s if self.kind == "function_job" else None
+        budget = client.cfg.job_timeout_default_s if self._budget else None
         return judge(self.kind, found, client.enums[self.kind], self._history is not None, budget)
 
     async def conclude(

@@ -22,6 +22,7 @@ from orchestrator.interpret.enums import (
     PUBLICATION_KIND,
     PlatformEnum,
 )
+from orchestrator.vocabulary import Kind
 
 Row = Mapping[str, Any]
 
@@ -85,13 +86,13 @@ SURFACES: dict[str, tuple[str, str, str]] = {
 
 # Which tracking kind of ours follows each queued surface, and with which intake fields.
 TRACKING: dict[str, tuple[str, list[str]]] = {
-    "global_job_api": ("function_job", ["remote_id"]),
-    "function_schedule": ("schedule", ["remote_id"]),
+    "global_job_api": (Kind.FUNCTION_JOB, ["remote_id"]),
+    "function_schedule": (Kind.SCHEDULE, ["remote_id"]),
     "entity_trigger": (
-        "trigger_work",
+        Kind.TRIGGER_WORK,
         ["trigger_binding_id", "entity_id", "filter_correlation_id"],
     ),
-    "action": ("action_work", ["action_id", "entity_id", "job_id"]),
+    "action": (Kind.ACTION_WORK, ["action_id", "entity_id", "job_id"]),
 }
 # What the answer repeats of its first (primary) row.
 _PRIMARY = ("surface", "execution_model", "request_blocking", "completion_evidence")

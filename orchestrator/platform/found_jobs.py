@@ -29,6 +29,7 @@ from orchestrator.interpret._read import (
     text,
     whole,
 )
+from orchestrator.vocabulary import Kind
 from orchestrator.workfilter import WorkFilter
 
 Row = Mapping[str, Any]
@@ -157,7 +158,7 @@ def verdict(job: FoundJob, enums: EnumMap) -> Verdict:
         return Verdict(Phase.PENDING)  # named by the caller, not read yet
     if isinstance(body, Mapping) and job.runs:
         body = {**body, "Run": latest_run(job.runs)}
-    return interpret("function_job", body, enums)
+    return interpret(Kind.FUNCTION_JOB, body, enums)
 
 
 def ended(job: FoundJob, v: Verdict) -> bool:

@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.interpret._read import get_ci, list_items, run_fields, text, whole
+from orchestrator.vocabulary import Kind
 from orchestrator.workspace.client import WorkspaceClient
 from orchestrator.workspace.readresult import ReadResult, invalid, trouble
 
-_KIND = "function_job"
+_KIND = Kind.FUNCTION_JOB
 Attempts = tuple[list[dict[str, Any]] | None, str | None]
 Row = Mapping[str, Any]
 

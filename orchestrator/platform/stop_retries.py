@@ -20,12 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.interpret._read import TERMINAL_JOB, enum_name, get_ci, model_of, text
+from orchestrator.vocabulary import Kind
 from orchestrator.workspace.client import WorkspaceClient
 from orchestrator.workspace.forwarded import failure, safe_problem
 from orchestrator.workspace.readresult import ReadResult
 
 STOP_REASON = "job.retry.stopRequested"
-_KIND = "function_job"
+_KIND = Kind.FUNCTION_JOB
 _ALREADY = "a retry-chain stop was already accepted"
 _REMEMBERED = 10_000  # jobs whose accepted stop is remembered, the oldest forgotten first
 
