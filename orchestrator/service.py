@@ -178,7 +178,7 @@ class Service:
             )
             elsewhere = None
             if store.shares_work:
-                elsewhere = HeldElsewhere(clients, engine.finisher, metrics)
+                elsewhere = HeldElsewhere(clients, engine.finisher, engine.poll_metrics)
             runtime = Runtime(
                 settings=s,
                 store=store,

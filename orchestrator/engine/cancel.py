@@ -14,6 +14,7 @@ terminal.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -26,8 +27,8 @@ from orchestrator.workspace.forwarded import failure
 from orchestrator.workspace.readresult import ReadResult
 
 if TYPE_CHECKING:
+    from orchestrator.engine.poll_metrics import PollMetrics
     from orchestrator.engine.writer import Finisher
-    from orchestrator.metrics import Metrics
     from orchestrator.store.base import Tracking
 
 
@@ -89,7 +90,7 @@ class HeldElsewhere:
     """Cancel and abandon of a tracking that another replica polls."""
 
     def __init__(
-        self, clients: dict[str, WorkspaceClient], finisher: Finisher, metrics: Metrics
+        self, clients: dict[str, WorkspaceClient], finisher: Finisher, metrics: PollMetrics
     ) -> None:
         self._clients, self._finisher, self._metrics = clients, finisher, metrics
 
@@ -97,16 +98,9 @@ class HeldElsewhere:
         client = self._clients.get(t.workspace)
         if client is None:
             return None
-        polls = self._metrics.polls_total
-        return await cancel(
-            client,
-            t.kind,
-            t.remote_id,
-            t.remote_status,
-            lambda result, _s: polls.labels(
-                workspace=t.workspace, kind=t.kind, result=result
-            ).inc(),
-        )
+        # Its reads counted as the holder's cancel counts them (polls and durations).
+        counted = functools.partial(self._metrics.polled, t.workspace, t.kind)
+        return await cancel(client, t.kind, t.remote_id, t.remote_status, counted)
 
     async def abandon(self, t: Tracking) -> Tracking | None:
         """End it as ``abandoned`` with its terminal event; None if it ended meanwhile."""

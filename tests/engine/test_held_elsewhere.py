@@ -8,7 +8,7 @@ import copy
 from orchestrator.engine.cancel import HeldElsewhere
 from orchestrator.store.base import NewTracking
 from orchestrator.workfilter import WorkFilter
-from tests.engine.harness import rig, run
+from tests.engine.harness import body, rig, run
 
 
 def test_an_unheld_trigger_work_abandon_names_no_filter_key_and_is_counted() -> None:
@@ -20,7 +20,7 @@ def test_an_unheld_trigger_work_abandon_names_no_filter_key_and_is_counted() -> 
         [(tracking, _)] = await r.store.create_trackings([item])
         assert "trk_unheld" not in r.engine.entries  # this replica does not hold it
         given = copy.deepcopy(tracking)
-        elsewhere = HeldElsewhere(r.engine.clients, r.engine.finisher, r.engine.metrics)
+        elsewhere = HeldElsewhere(r.engine.clients, r.engine.finisher, r.engine.poll_metrics)
 
         ended = await elsewhere.abandon(tracking)
 
@@ -42,6 +42,28 @@ def test_an_unheld_trigger_work_abandon_names_no_filter_key_and_is_counted() -> 
         assert (sample("orchestrator_time_to_terminal_seconds_sum", labels) or 0) >= 30
         assert await elsewhere.abandon(tracking) is None  # ended already: nothing written
         assert len(await r.events()) == 1
+        await r.close()
+
+    run(main)
+
+
+def test_a_cancel_of_an_unheld_job_is_counted_as_the_holder_counts_it() -> None:
+    async def main() -> None:
+        r = await rig()
+        now = r.clock.now()
+        item = NewTracking("trk_far", "default", "function_job", "J-far", now + 600, now, now)
+        [(tracking, _)] = await r.store.create_trackings([item])
+        job = {"JobId": "J-far", "Status": "Leased", "CanCancel": False}
+        r.transport.script("/api/workspace/functions/jobs/J-far", body(200, job))
+        elsewhere = HeldElsewhere(r.engine.clients, r.engine.finisher, r.engine.poll_metrics)
+
+        answer = await elsewhere.cancel(tracking)
+
+        assert answer is not None and answer.status == 409  # CanCancel false: not sent
+        sample = r.engine.metrics.registry.get_sample_value
+        labels = {"workspace": "default", "kind": "function_job"}
+        assert sample("orchestrator_polls_total", {**labels, "result": "ok"}) == 1
+        assert sample("orchestrator_poll_duration_seconds_count", labels) == 1
         await r.close()
 
     run(main)
