@@ -169,28 +169,28 @@ def decide(
         effects.append(STORE_DEADLINE)
     if j.occurrences:
         effects += [Report(snapshot, occurrence) for snapshot, occurrence in j.occurrences]
-    nf_count, nf_since = s.not_found_count, s.not_found_since
+    not_found_count, not_found_since = s.not_found_count, s.not_found_since
     fingerprint, digest, status, anomaly = s.fingerprint, s.digest, s.remote_status, s.anomaly
     changed = status_moved = False
     end: End | None = None
     if j.label == "not_found":
-        if nf_count == 0:
-            nf_since = now_w
-        nf_count += 1
-        confirmed = nf_count >= p.not_found_confirmations
-        if confirmed and now_w - nf_since >= p.not_found_min_s and not j.awaiting_work:
+        if not_found_count == 0:
+            not_found_since = now_w
+        not_found_count += 1
+        confirmed = not_found_count >= p.not_found_confirmations
+        if confirmed and now_w - not_found_since >= p.not_found_min_s and not j.awaiting_work:
             result: JsonObject = {"remote_id": shown_id(e.remote_id)}
             if j.not_found_reason is not None:
                 result["reason"] = j.not_found_reason
             result.update(
-                confirmations=nf_count,
-                first_not_found_at=iso(nf_since),
+                confirmations=not_found_count,
+                first_not_found_at=iso(not_found_since),
                 last_not_found_at=iso(now_w),
                 **(j.summary or {}),
             )
             end = End(Outcome.NOT_FOUND, result)
     elif j.label == "ok":
-        nf_count = 0
+        not_found_count = 0
     if end is None and j.phase is not None:
         changed = j.fingerprint != s.fingerprint
         status_moved = j.remote_status != s.remote_status
@@ -225,7 +225,7 @@ def decide(
         if j.label == "not_found" and not j.awaiting_work:
             # Backoff must not stretch the confirmation window far past its minimum.
             # The next read confirms the 404 (or not), whichever time it falls at.
-            soon = now_m + max(nf_since + p.not_found_min_s - now_w, p.initial_delay_s)
+            soon = now_m + max(not_found_since + p.not_found_min_s - now_w, p.initial_delay_s)
             due, reason = min(due, soon), NextPollReason.NOT_FOUND_CONFIRMATION
         if j.read_after is not None:
             just_after = max(j.read_after + to_mono, now_m) + p.initial_delay_s
@@ -246,8 +246,8 @@ def decide(
         digest,
         j.error,  # last_error
         delay,
-        nf_count,  # not_found_count
-        nf_since,  # not_found_since
+        not_found_count,  # not_found_count
+        not_found_since,  # not_found_since
         anomaly,
         j.summary or s.summary,  # summary: transport trouble keeps the last
         deadline,

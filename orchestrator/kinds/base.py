@@ -110,9 +110,9 @@ class Judgement:
     work: WorkTimes | None = None
 
 
-class ReadsSeen(NamedTuple):
+class PollReads(NamedTuple):
     """What a poll's reads say, whatever they read: Judgement's first five fields
-    (``Judgement(*seen, ...)``)."""
+    (``Judgement(*polled, ...)``)."""
 
     label: str
     reads: Sequence[tuple[str, float]]
@@ -121,9 +121,9 @@ class ReadsSeen(NamedTuple):
     error: JsonObject | None
 
 
-def reads_seen(label: str, reads: Sequence[ReadResult], trouble: ReadResult | None) -> ReadsSeen:
+def poll_reads(label: str, reads: Sequence[ReadResult], trouble: ReadResult | None) -> PollReads:
     """A poll's reads as ``label`` judges them (``trouble``: the read that failed it)."""
-    return ReadsSeen(
+    return PollReads(
         label if trouble is None else trouble.result,
         [(r.result, r.duration) for r in reads],
         bool(reads) and all(r.answered for r in reads),

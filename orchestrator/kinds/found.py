@@ -21,7 +21,7 @@ from orchestrator.kinds.base import (
     Judgement,
     KindHandler,
     PollTarget,
-    reads_seen,
+    poll_reads,
 )
 from orchestrator.platform.found_jobs import (
     FoundJob,
@@ -131,9 +131,9 @@ class FoundHandler(KindHandler):
 
     def _judge(self, client: WorkspaceClient, found: _FoundReads) -> Judgement:
         state, trouble = found.state, found.trouble
-        seen = reads_seen("ok", found.reads, trouble)
+        polled = poll_reads("ok", found.reads, trouble)
         if state is None:
-            return Judgement(*seen, not_found_reason="job_not_found")
+            return Judgement(*polled, not_found_reason="job_not_found")
         judged = judge_all(state, client.enums[self._enums])
         details: Mapping[str, object] | None = None
         anomaly: str | None = None
@@ -141,16 +141,16 @@ class FoundHandler(KindHandler):
             anomaly, details = FILTER_IGNORED, {"fields": sorted(set(found.ignored))}
         if trouble is None and judged.invalid is not None:
             error: JsonObject = {"kind": "invalid_response", "message": judged.invalid}
-            seen = seen._replace(label="invalid_response", error=error)
+            polled = polled._replace(label="invalid_response", error=error)
         if trouble is not None or judged.invalid is not None:
             return Judgement(
-                *seen, anomaly=anomaly, anomaly_details=details, remote=state.to_json(),
+                *polled, anomaly=anomaly, anomaly_details=details, remote=state.to_json(),
                 summary=judged.summary, not_found_reason="job_not_found",
             )  # fmt: skip
         if judged.anomaly is not None:
             anomaly, details = judged.anomaly, judged.anomaly_details
         return Judgement(
-            *seen,
+            *polled,
             phase=judged.phase,
             fingerprint=judged.fingerprint,
             remote_status=judged.remote_status,

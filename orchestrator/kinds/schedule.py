@@ -39,7 +39,7 @@ from orchestrator.kinds.base import (
     PollTarget,
     WorkSeen,
     owned,
-    reads_seen,
+    poll_reads,
 )
 from orchestrator.platform.occurrences import FollowState, Scan, mark, public, scan, settle
 from orchestrator.platform.run_history import read_rows
@@ -223,7 +223,7 @@ class ScheduleHandler(KindHandler):
             settle(followed.state, found)
             schedule_body = sched.body if sched.result == "ok" else followed.schedule
             work = _class_work(found, schedule_body)
-        seen = reads_seen(sched.result, reads, trouble)
+        polled = poll_reads(sched.result, reads, trouble)
         awaiting_work = found is None or followed.holding()
         anomaly: str | None = None
         details: dict[str, Any] | None = None
@@ -259,7 +259,7 @@ class ScheduleHandler(KindHandler):
             status = text(followed.schedule, "Status")
             fingerprint = followed.fingerprint()
         return Judgement(
-            *seen,
+            *polled,
             phase=phase,
             fingerprint=fingerprint,
             remote_status=status,
