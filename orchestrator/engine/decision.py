@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 from orchestrator.clock import iso
 from orchestrator.config import PollingConfig
 from orchestrator.engine.entry import PollState
-from orchestrator.interpret import TERMINAL_PHASES
 from orchestrator.kinds.base import JsonObject, Judgement
-from orchestrator.vocabulary import DeadlineSource, NextPollReason, Outcome
+from orchestrator.vocabulary import TERMINAL_PHASES, DeadlineSource, NextPollReason, Outcome
 from orchestrator.workfilter import shown_id
 
 if TYPE_CHECKING:
