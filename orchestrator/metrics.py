@@ -168,6 +168,9 @@ class Metrics:
             "result",
         )
         self.in_flight = gauge("polls_in_flight", "Status reads currently in flight.", "workspace")
+        self.api_waits = gauge(
+            "api_waits", "Server-side waits (?wait=S) currently held open by callers."
+        )
         self.ready = gauge("ready", "1 when the service is ready (store writable, not draining).")
         # Several replicas on one PostgreSQL store (contract section 9).
         self.replica_leases = gauge(

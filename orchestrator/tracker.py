@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.aio import wait_event
 from orchestrator.engine.cancel import CancelAnswer
 from orchestrator.errors import (
     AlreadyTerminal,
@@ -38,6 +39,9 @@ if TYPE_CHECKING:
 # with Retry-After (a caller's client gives up not much later; a hung database link
 # must not hold its requests open).
 INTAKE_STORE_BOUND_S = 5.0
+# How often a server-side wait looks whether its caller is still there (aiohttp
+# does not cancel a handler whose client left).
+GONE_CHECK_S = 0.5
 
 
 class Tracker:
@@ -101,6 +105,27 @@ class Tracker:
     async def get(self, tracking_id: str) -> Tracking:
         """The tracking, with the poll counters the engine holds; TrackingNotFound."""
         return self._engine.live(await self._stored(tracking_id))
+
+    async def wait(self, tracking_id: str, wait_s: float, gone: Callable[[], bool]) -> Tracking:
+        """The tracking once it has ended, or after ``wait_s`` as it is then.
+
+        Woken by the terminal write (``Ends``), never by reading the store on a
+        timer; ``gone`` (the caller left, the service drains) is looked at every
+        ``GONE_CHECK_S`` so that a wait nobody reads ends soon. TrackingNotFound.
+        """
+        loop = asyncio.get_running_loop()
+        until = loop.time() + wait_s
+        with self._engine.ends.watch(tracking_id) as woken:
+            # Registered before the read: an end committed during it still wakes us.
+            tracking = await self.get(tracking_id)
+            while tracking.state != TrackingState.TERMINAL:
+                left = until - loop.time()
+                if left <= 0 or gone():
+                    break
+                if await wait_event(woken, min(left, GONE_CHECK_S)) or left <= GONE_CHECK_S:
+                    woken.clear()
+                    tracking = await self.get(tracking_id)
+        return tracking
 
     async def list(self, query: TrackingQuery) -> tuple[list[Tracking], str | None]:
         """A page, newest first, and the next page's cursor; InvalidCursor for a bad one."""

@@ -90,6 +90,11 @@ def _path(name: str, schema: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"name": name, "in": "path", "required": True, "schema": schema}]
 
 
+_WAIT = {
+    **_query("wait", {"type": "number", "minimum": 0, "maximum": 60}),
+    "description": "Answer once it has ended, or after at most this many seconds "
+    "with its state then (server-side wait; 0 or absent: at once).",
+}
 _TRACKING_ID = _path("tracking_id", {"type": "string", "pattern": "^trk_[0-9a-f]{24}$"})
 
 
@@ -206,7 +211,11 @@ def build_openapi() -> dict[str, Any]:
         },
         "/v1/trackings/{tracking_id}": {
             "parameters": _TRACKING_ID,
-            "get": _op("getTracking", {"200": _json(tracking, "The tracking"), "404": _UNKNOWN}),
+            "get": _op(
+                "getTracking",
+                {"200": _json(tracking, "The tracking"), "404": _UNKNOWN},
+                [_WAIT],
+            ),
             "delete": _op(
                 "abandonTracking",
                 {

@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 routes = web.RouteTableDef()
 
 _TRACKING_ID = re.compile(r"trk_[0-9a-f]{24}")
+# A server-side wait's bound: under the usual 60 s idle timeout of proxies and clients.
+MAX_WAIT_S = 60
+_WAIT = re.compile(r"[0-9]{1,2}(\.[0-9]{1,3})?")
 _NOT_CANCELLABLE = ("Not cancellable", "only function jobs can be cancelled")
 _NO_RETRY_CHAIN = ("Cannot stop retries", "only function jobs have a retry chain")
 
@@ -163,17 +166,39 @@ async def create_follow_ups(request: web.Request) -> web.Response:
 @routes.get("/v1/trackings/{tracking_id}")
 @routes.delete("/v1/trackings/{tracking_id}")
 async def one_tracking(request: web.Request) -> web.Response:
-    """GET (and HEAD): the tracking; DELETE: abandon it, leaving the remote work alone."""
+    """GET (and HEAD): the tracking, with ``?wait=S`` once it has ended or after S
+    seconds; DELETE: abandon it, leaving the remote work alone."""
     tracker = tracker_of(request.app[RUNTIME])
     tracking_id = path_tracking_id(request)
     if request.method == "DELETE":
         await _no_body(request, "abandon")  # the request's shape before the tracking's state
-    operation = tracker.abandon if request.method == "DELETE" else tracker.get
+    wait_s = wait_param(request)
     try:
-        tracking = await operation(tracking_id)
+        if request.method == "DELETE":
+            tracking = await tracker.abandon(tracking_id)
+        elif wait_s:
+            tracking = await tracker.wait(tracking_id, wait_s, lambda: client_gone(request))
+        else:
+            tracking = await tracker.get(tracking_id)
     except TrackingError as exc:
         raise tracking_problem(exc) from None
     return json_response(tracking_resource(tracking))
+
+
+def wait_param(request: web.Request) -> float:
+    """``?wait=S``: seconds, 0 to ``MAX_WAIT_S`` (0 or absent: answer at once)."""
+    raw = request.query.get("wait")
+    if raw is None:
+        return 0.0
+    if not _WAIT.fullmatch(raw) or float(raw) > MAX_WAIT_S:
+        raise _bad_query("wait", f"must be a number of seconds from 0 to {MAX_WAIT_S}")
+    return float(raw)
+
+
+def client_gone(request: web.Request) -> bool:
+    """The caller closed its connection, or the service drains: a wait answers now."""
+    transport = request.transport
+    return request.app[RUNTIME].draining or transport is None or transport.is_closing()
 
 
 async def _no_body(request: web.Request, what: str) -> None:

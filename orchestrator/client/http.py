@@ -17,11 +17,14 @@ from orchestrator.client.models import (
     CancelResult,
     Event,
     EventPage,
+    OrchestratorApiError,
     Tracking,
     TrackingPage,
     error_for,
 )
 from orchestrator.vocabulary import Kind, Outcome, TrackingState
+
+MAX_WAIT_S = 60.0  # the service's bound on ?wait=
 
 
 class OrchestratorClient:
@@ -156,6 +159,11 @@ class OrchestratorClient:
             if cursor is None:
                 return
 
+    async def get_waiting(self, tracking_id: str, wait_s: float) -> Tracking:
+        """The tracking once it has ended, or after ``wait_s`` (at most 60) as it is then."""
+        path = f"/v1/trackings/{tracking_id}"
+        return Tracking.from_json(await self._call("GET", path, params={"wait": f"{wait_s:.3f}"}))
+
     async def wait(
         self,
         tracking_id: str,
@@ -164,15 +172,21 @@ class OrchestratorClient:
         timeout_s: float | None = None,
         on_change: Callable[[Tracking], Awaitable[None] | None] | None = None,
     ) -> Tracking:
-        """Until the tracking is terminal; ``on_change`` sees each new state, remote status,
-        next-read reason or kind of transport error.
+        """Until the tracking is terminal, by the server-side wait: the end is seen as it
+        is written. ``on_change`` sees each new state, remote status, next-read reason or
+        kind of transport error, read at least every ``poll_s`` while it is given.
 
         Raises ``TimeoutError`` after ``timeout_s`` (the tracking goes on).
         """
+        loop = asyncio.get_running_loop()
+        until = None if timeout_s is None else loop.time() + timeout_s
+        # Each wait ends well inside this client's own request timeout.
+        longest = max(0.1, min(MAX_WAIT_S, (self._timeout.total or MAX_WAIT_S) - 5))
+        server_waits = True
         async with asyncio.timeout(timeout_s):
             seen: tuple[object, ...] | None = None
+            tracking = await self.get(tracking_id)
             while True:
-                tracking = await self.get(tracking_id)
                 error = (tracking.last_error or {}).get("kind")
                 now = (tracking.state, tracking.remote_status, tracking.next_poll_reason, error)
                 if now != seen and on_change is not None:
@@ -182,7 +196,19 @@ class OrchestratorClient:
                 seen = now
                 if tracking.terminal:
                     return tracking
+                wait_s = poll_s if on_change is not None else longest
+                if until is not None:
+                    wait_s = min(wait_s, max(0.1, until - loop.time()))
+                if server_waits:
+                    try:
+                        tracking = await self.get_waiting(tracking_id, wait_s)
+                        continue
+                    except OrchestratorApiError as exc:
+                        if exc.status != 422 or exc.field != "wait":
+                            raise
+                        server_waits = False  # a service from before ?wait=: read on a timer
                 await asyncio.sleep(poll_s)
+                tracking = await self.get(tracking_id)
 
     # -- caller actions --
 

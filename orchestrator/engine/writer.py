@@ -35,6 +35,7 @@ from orchestrator import tracing
 from orchestrator.clock import Clock
 from orchestrator.engine.book import Book
 from orchestrator.engine.decision import deadline_result
+from orchestrator.engine.ends import Ends
 from orchestrator.engine.entry import Entry
 from orchestrator.engine.poll_metrics import PollMetrics
 from orchestrator.errors import StoreError
@@ -248,8 +249,10 @@ class Finisher:
         clock: Clock,
         book: Book,
         stopping: Callable[[], bool],
+        ends: Ends | None = None,
     ) -> None:
         self._writer = writer
+        self.ends = ends or Ends()  # the callers waiting for an end (``?wait=``)
         self._events = events
         self._poll_metrics = poll_metrics
         self._clock = clock
@@ -361,6 +364,7 @@ class Finisher:
         with tracing.terminal_span(trace, attributes):
             [done] = await (asyncio.shield(written) if shield else written)
         if done:
+            self.ends.ended(t.tracking_id)
             self._ended(t, elapsed)
         return done
 
