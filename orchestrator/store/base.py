@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol
 
+from orchestrator.store.groups import Group, GroupEventFactory, GroupState, SealGroup
 from orchestrator.store.work_classes import WorkClassMerge as WorkClassMerge
 from orchestrator.store.work_classes import WorkClassSummary as WorkClassSummary
 from orchestrator.vocabulary import LeaseLoss, NextPollReason, Outcome, TrackingState
@@ -52,6 +53,8 @@ class NewTracking:
     # The caller's W3C trace context (already checked): carried to the tracking's events.
     traceparent: str | None = None
     tracestate: str | None = None
+    group_name: str | None = None  # the group it joins (see store/groups.py)
+    group_expect: int | None = None  # the group seals itself at this many members
 
 
 @dataclass(slots=True)
@@ -92,6 +95,7 @@ class Tracking:
     # The caller's W3C trace context, as intake kept it (None: the caller sent none).
     traceparent: str | None = None
     tracestate: str | None = None
+    group_name: str | None = None
 
 
 @dataclass(slots=True)
@@ -151,6 +155,10 @@ class Finish:
     remote: Any = None
     remote_changed: bool = False
     last_error: dict[str, Any] | None = None
+    # The tracking's group, and what builds the group's event should this end be its
+    # last member's (None: not in a group).
+    group_name: str | None = None
+    group_event: GroupEventFactory | None = None
 
 
 @dataclass(slots=True)
@@ -211,6 +219,7 @@ class TrackingQuery:
     kind: str | None = None
     outcome: Outcome | None = None
     workspace: str | None = None
+    group: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
     limit: int = 100
     cursor: str | None = None  # opaque, produced by the store
@@ -266,13 +275,18 @@ class Store(ActiveSource, Protocol):
     async def check_writable(self) -> bool:
         """True when a write would succeed now (readiness)."""
 
-    async def create_trackings(self, items: Sequence[NewTracking]) -> list[tuple[Tracking, bool]]:
+    async def create_trackings(
+        self, items: Sequence[NewTracking], seal: SealGroup | None = None
+    ) -> list[tuple[Tracking, bool]]:
         """Insert all items in one durable transaction, in order.
 
         Idempotent on (workspace, kind, remote_id): an existing row (active or
         terminal) is returned with ``False`` and left untouched; a new row with
-        ``True``. Returns only after the commit is durable. Raises
-        StoreUnavailable (nothing written) when the store cannot write.
+        ``True``. A new row with a ``group_name`` counts into that group (created
+        on first use); ``seal``, in the same transaction, seals a group (creating
+        it empty if need be). Returns only after the commit is durable. Raises
+        StoreUnavailable (nothing written) when the store cannot write, GroupSealed
+        (nothing written) when a new member's group is sealed, ended or full.
         """
 
     async def get_tracking(self, tracking_id: str) -> Tracking | None: ...
@@ -297,6 +311,27 @@ class Store(ActiveSource, Protocol):
         """
 
     async def events_after(self, after_seq: int, limit: int) -> list[EventRecord]: ...
+
+    # -- groups (store/groups.py) --
+
+    async def seal_group(self, seal: SealGroup) -> Group | None:
+        """Seal the group (idempotent: the first seal's time and trace stand) and, if
+        every member has ended, end it with its event in the same transaction. None
+        when there is no such group."""
+
+    async def expire_groups(self, now: float, event: GroupEventFactory) -> list[Group]:
+        """End every group whose deadline has passed before its members all ended, each
+        with its ``deadline_exceeded`` event."""
+
+    async def get_group(self, name: str) -> Group | None: ...
+
+    async def list_groups(
+        self, state: GroupState | None, limit: int, cursor: str | None
+    ) -> tuple[list[Group], str | None]:
+        """By name; ValueError for a bad cursor."""
+
+    async def next_group_deadline(self) -> float | None:
+        """The soonest deadline of a group still waiting for its event."""
 
     async def last_event_seq(self) -> int: ...
 
