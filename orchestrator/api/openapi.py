@@ -20,6 +20,7 @@ from orchestrator.api.models import (
     TrackingOut,
     TrackingPage,
 )
+from orchestrator.store.groups import GROUP_STATES
 from orchestrator.vocabulary import Kind, Outcome, TrackingState
 
 _REF = "#/components/schemas/{model}"
@@ -94,6 +95,16 @@ _WAIT = {
     **_query("wait", {"type": "number", "minimum": 0, "maximum": 60}),
     "description": "Answer once it has ended, or after at most this many seconds "
     "with its state then (server-side wait; 0 or absent: at once).",
+}
+_GROUP_NAME = {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,200}$"}
+_SEAL_BODY = {
+    "type": "object",
+    "additionalProperties": False,
+    "maxProperties": 1,
+    "properties": {
+        "deadline_at": {"type": "string", "format": "date-time"},
+        "timeout_s": {"type": "number", "exclusiveMinimum": 0, "maximum": 30 * 86400},
+    },
 }
 _TRACKING_ID = _path("tracking_id", {"type": "string", "pattern": "^trk_[0-9a-f]{24}$"})
 
@@ -187,6 +198,7 @@ def build_openapi() -> dict[str, Any]:
                     _query("kind", _enum(Kind)),
                     _query("outcome", _enum(Outcome)),
                     _query("workspace", {"type": "string"}),
+                    _query("group", _GROUP_NAME),
                     _query("label", {"type": "string", "pattern": "^[^:]+:.*$"}),
                     _LIMIT,
                     _CURSOR,
@@ -239,6 +251,26 @@ def build_openapi() -> dict[str, Any]:
                     "422": _forwarded("A body other than {}; or the workspace's other 4xx"),
                 },
                 workspace=True,
+            ),
+        },
+        "/v1/groups": {
+            "get": _op(
+                "listGroups",
+                {"200": _json(_OBJECT, "A page of groups by name")},
+                [_query("state", {"type": "string", "enum": list(GROUP_STATES)}), _LIMIT, _CURSOR],
+            )
+        },
+        "/v1/groups/{group}": {
+            "parameters": _path("group", _GROUP_NAME),
+            "get": _op("getGroup", {"200": _json(_OBJECT, "The group"), "404": _UNKNOWN}, [_WAIT]),
+        },
+        "/v1/groups/{group}/seal": {
+            "parameters": _path("group", _GROUP_NAME),
+            "post": _op(
+                "sealGroup",
+                {"200": _json(_OBJECT, "Sealed (idempotent)"), "404": _UNKNOWN},
+                _TRACE_HEADERS,
+                _body(_SEAL_BODY, required=False),
             ),
         },
         "/v1/events": {

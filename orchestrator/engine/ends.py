@@ -12,8 +12,25 @@ Nothing is kept for a key nobody waits on.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, TypeVar
+
+from orchestrator.aio import wait_event
+
+if TYPE_CHECKING:
+    from orchestrator.metrics import Metrics
+    from orchestrator.store.groups import GroupEnd
+
+T = TypeVar("T")
+# How often a wait looks whether its caller is still there (aiohttp does not cancel a
+# handler whose client left).
+GONE_CHECK_S = 0.5
+
+
+def group_key(name: str) -> str:
+    """A group's key among the waits, apart from every tracking id (``trk_...``)."""
+    return f"group:{name}"
 
 
 class Ends:
@@ -51,3 +68,57 @@ class Ends:
             if which(key):
                 for event in events:
                     event.set()
+
+
+async def wait_for_end(
+    ends: Ends,
+    key: str,
+    read: Callable[[], Awaitable[T]],
+    ended: Callable[[T], bool],
+    wait_s: float,
+    gone: Callable[[], bool],
+) -> T:
+    """``read()`` once ``ended`` says so, or after ``wait_s`` as it is then.
+
+    Woken by ``Ends`` (read again then), never by reading on a timer; ``gone`` (the
+    caller left, the service drains) is looked at every ``GONE_CHECK_S`` so that a
+    wait nobody reads ends soon.
+    """
+    loop = asyncio.get_running_loop()
+    until = loop.time() + wait_s
+    with ends.watch(key) as woken:
+        # Registered before the read: an end committed during it still wakes us.
+        value = await read()
+        while not ended(value):
+            left = until - loop.time()
+            if left <= 0 or gone():
+                break
+            if await wait_event(woken, min(left, GONE_CHECK_S)) or left <= GONE_CHECK_S:
+                woken.clear()
+                value = await read()
+    return value
+
+
+class GroupMetrics:
+    """Each group end this process decides, observed once: the store may build a
+    group's event twice when a batched write is run again after a failure."""
+
+    SEEN = 10_000  # group names remembered against a second count
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+        self._seen: dict[str, None] = {}
+
+    def __call__(self, end: GroupEnd) -> None:
+        g = end.group
+        if g.name in self._seen:
+            return
+        self._seen[g.name] = None
+        if len(self._seen) > self.SEEN:
+            del self._seen[next(iter(self._seen))]
+        outcome = g.outcome or "completed"
+        ended_at = g.ended_at if g.ended_at is not None else g.created_at
+        self._metrics.group_duration_seconds.labels(outcome=outcome).observe(
+            max(0.0, ended_at - g.created_at)
+        )
+        self._metrics.group_members.labels(outcome=outcome).observe(g.members)

@@ -35,7 +35,7 @@ from orchestrator import tracing
 from orchestrator.clock import Clock
 from orchestrator.engine.book import Book
 from orchestrator.engine.decision import deadline_result
-from orchestrator.engine.ends import Ends
+from orchestrator.engine.ends import Ends, group_key
 from orchestrator.engine.entry import Entry
 from orchestrator.engine.poll_metrics import PollMetrics
 from orchestrator.errors import StoreError
@@ -323,6 +323,8 @@ class Finisher:
                 remote=remote if remote_changed else None,
                 remote_changed=remote_changed,
                 last_error=entry.state.last_error,
+                group_name=entry.group_name,
+                group_event=self._events.group if entry.group_name else None,
             )
             await self._store(tracking, item, now_w - entry.created_at)
         except StoreError as exc:
@@ -353,6 +355,8 @@ class Finisher:
         )
         event = self._events.terminal(ended, now_w)
         item = Finish(t.tracking_id, Outcome(outcome), now_w, result, event)
+        if t.group_name is not None:
+            item.group_name, item.group_event = t.group_name, self._events.group
         done = await self._store(ended, item, now_w - t.created_at, shield=True)
         return ended if done else None
 
@@ -365,6 +369,8 @@ class Finisher:
             [done] = await (asyncio.shield(written) if shield else written)
         if done:
             self.ends.ended(t.tracking_id)
+            if t.group_name is not None:  # its group may have ended with it
+                self.ends.ended(group_key(t.group_name))
             self._ended(t, elapsed)
         return done
 

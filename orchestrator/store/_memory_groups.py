@@ -131,6 +131,9 @@ class MemoryGroups:
         found = [copy.deepcopy(g) for g in found if after is None or g.name > after]
         return codec.page(found, limit, lambda g: (g.name,))
 
+    async def count_open_groups(self) -> int:
+        return sum(1 for g in self._groups.values() if g.outcome is None)
+
     async def next_group_deadline(self) -> float | None:
         due = [g.deadline_at for g in self._groups.values() if g.outcome is None]
         return min((d for d in due if d is not None), default=None)

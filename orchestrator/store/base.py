@@ -330,6 +330,9 @@ class Store(ActiveSource, Protocol):
     ) -> tuple[list[Group], str | None]:
         """By name; ValueError for a bad cursor."""
 
+    async def count_open_groups(self) -> int:
+        """Groups not ended yet (open or sealed)."""
+
     async def next_group_deadline(self) -> float | None:
         """The soonest deadline of a group still waiting for its event."""
 

@@ -44,6 +44,7 @@ EXPIRE = (
     " WHERE outcome IS NULL AND deadline_at IS NOT NULL AND deadline_at <= ?"
     f" RETURNING {GROUP_COLUMNS}"
 )
+COUNT_OPEN = "SELECT count(*) FROM tracking_groups WHERE outcome IS NULL"
 NEXT_DEADLINE = (
     "SELECT min(deadline_at) FROM tracking_groups WHERE outcome IS NULL AND deadline_at IS NOT NULL"
 )
@@ -113,6 +114,10 @@ class SqlGroupReads:
         sql = self._sql(list_groups(state, cursor is not None))
         rows = await self._fetch(sql, *params, limit + 1)
         return page([group_row(r) for r in rows], limit, lambda g: (g.name,))
+
+    async def count_open_groups(self) -> int:
+        rows = await self._fetch(self._sql(COUNT_OPEN))
+        return int(rows[0][0])
 
     async def next_group_deadline(self) -> float | None:
         """The soonest deadline of a group still waiting for its event."""

@@ -25,6 +25,8 @@ CREATE TABLE tracking_groups (
 -- The deadline sweep reads only groups still waiting for their event.
 CREATE INDEX tracking_groups_deadline ON tracking_groups (deadline_at)
     WHERE outcome IS NULL AND deadline_at IS NOT NULL;
+-- The groups not ended yet (their count, and the listing by state).
+CREATE INDEX tracking_groups_open ON tracking_groups (name) WHERE outcome IS NULL;
 ALTER TABLE trackings ADD COLUMN group_name TEXT;
 -- A group's members (listing, and the members a group event names).
 CREATE INDEX trackings_group ON trackings (group_name, created_at, tracking_id)

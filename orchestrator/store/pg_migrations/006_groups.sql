@@ -22,6 +22,7 @@ CREATE TABLE tracking_groups (
 );
 CREATE INDEX tracking_groups_deadline ON tracking_groups (deadline_at)
     WHERE outcome IS NULL AND deadline_at IS NOT NULL;
+CREATE INDEX tracking_groups_open ON tracking_groups (name) WHERE outcome IS NULL;
 ALTER TABLE trackings ADD COLUMN group_name text;
 CREATE INDEX trackings_group ON trackings (group_name, created_at, tracking_id)
     WHERE group_name IS NOT NULL;
