@@ -17,6 +17,7 @@ from orchestrator.client.models import (
     CancelResult,
     Event,
     EventPage,
+    Group,
     OrchestratorApiError,
     Tracking,
     TrackingPage,
@@ -103,10 +104,18 @@ class OrchestratorClient:
         return Tracking.from_json(await self._call("POST", "/v1/trackings", json=body))
 
     async def track_batch(
-        self, items: builtins.list[Mapping[str, Any]]
+        self,
+        items: builtins.list[Mapping[str, Any]],
+        *,
+        group: str | None = None,
+        seal: bool = False,
     ) -> builtins.list[BatchItem]:
-        """Up to 1,000 intake bodies (see ``intake_body``) in one transaction."""
-        answer = await self._call("POST", "/v1/trackings/batch", json={"items": list(items)})
+        """Up to 1,000 intake bodies (see ``intake_body``) in one transaction; ``group``:
+        of every item that names none, sealed with the batch when ``seal``."""
+        body: dict[str, Any] = {"items": list(items)}
+        if group is not None:
+            body.update(group=group, seal=seal)
+        answer = await self._call("POST", "/v1/trackings/batch", json=body)
         return [
             BatchItem(
                 status=int(item["status"]),
@@ -210,6 +219,46 @@ class OrchestratorClient:
                 await asyncio.sleep(poll_s)
                 tracking = await self.get(tracking_id)
 
+    # -- groups --
+
+    async def group(self, group: str, *, wait_s: float | None = None) -> Group:
+        """The group; with ``wait_s`` (at most 60) once it has ended, or after that."""
+        params = None if wait_s is None else {"wait": f"{wait_s:.3f}"}
+        return Group.from_json(await self._call("GET", f"/v1/groups/{group}", params=params))
+
+    async def seal_group(self, group: str, *, timeout_s: float | None = None) -> Group:
+        """No more members (idempotent); ``timeout_s``: the group's deadline from now."""
+        body = {} if timeout_s is None else {"timeout_s": timeout_s}
+        return Group.from_json(await self._call("POST", f"/v1/groups/{group}/seal", json=body))
+
+    async def wait_group(
+        self,
+        group: str,
+        *,
+        timeout_s: float | None = None,
+        progress_s: float | None = None,
+        on_change: Callable[[Group], Awaitable[None] | None] | None = None,
+    ) -> Group:
+        """Until the group has ended (completed or deadline_exceeded), by the server-side
+        wait; ``on_change`` sees it at least every ``progress_s`` (default: only at the end
+        and each longest wait). Raises ``TimeoutError`` after ``timeout_s``."""
+        loop = asyncio.get_running_loop()
+        until = None if timeout_s is None else loop.time() + timeout_s
+        longest = max(0.1, min(MAX_WAIT_S, (self._timeout.total or MAX_WAIT_S) - 5))
+        async with asyncio.timeout(timeout_s):
+            found = await self.group(group)
+            while True:
+                if on_change is not None:
+                    maybe = on_change(found)
+                    if maybe is not None:
+                        await maybe
+                if found.ended:
+                    return found
+                wait_s = longest if progress_s is None else min(progress_s, longest)
+                if until is not None:
+                    wait_s = min(wait_s, max(0.1, until - loop.time()))
+                found = await self.group(group, wait_s=wait_s)
+
     # -- caller actions --
 
     async def cancel(self, tracking_id: str) -> CancelResult:
@@ -298,6 +347,8 @@ class IntakeFields(TypedDict, total=False):
     correlation_id: str | None
     callback_url: str | None
     notify: Literal["terminal", "all"]
+    group: str | None
+    group_expect: int | None
     trigger_binding_id: str | None
     entity_id: str | None
     filter_correlation_id: str | None

@@ -205,3 +205,37 @@ def error_for(status: int, body: Mapping[str, Any] | None, headers: Mapping[str,
         raw = headers.get("Retry-After", "")
         error.retry_after = float(raw) if raw.isdigit() else None
     return error
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """A group resource (``GET /v1/groups/{group}``); ``raw`` keeps the whole JSON."""
+
+    group: str
+    state: str  # open, sealed, completed, deadline_exceeded
+    sealed: bool
+    ended: bool
+    total: int
+    active: int
+    terminal: int
+    outcomes: dict[str, int]
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def all_succeeded(self) -> bool:
+        return self.terminal == self.total and self.outcomes.get("succeeded", 0) == self.total
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Group:
+        members = data.get("members") or {}
+        return cls(
+            group=str(data["group"]),
+            state=str(data["state"]),
+            sealed=bool(data.get("sealed")),
+            ended=bool(data.get("ended")),
+            total=int(members.get("total") or 0),
+            active=int(members.get("active") or 0),
+            terminal=int(members.get("terminal") or 0),
+            outcomes={str(k): int(v) for k, v in (data.get("outcomes") or {}).items()},
+            raw=dict(data),
+        )
