@@ -14,6 +14,7 @@ from orchestrator.vocabulary import Outcome, TrackingState
 TERMINAL_OUTCOMES: tuple[Outcome, ...] = tuple(Outcome)
 EVENT_PREFIX = "com.moltaro.orchestrator."
 SINK_PREFIX = EVENT_PREFIX + "sink."
+GROUP_PREFIX = EVENT_PREFIX + "group."
 # The members of a tracking that the service always sends.
 _REQUIRED = ("tracking_id", "workspace", "kind", "state", "deadline_at", "created_at")
 
@@ -97,7 +98,9 @@ class Event:
 
     ``data`` is the tracking at that moment; for an operational event about a sink
     (``com.moltaro.orchestrator.sink.disabled`` / ``.enabled``) it is None, and
-    ``sink`` holds that sink's state instead.
+    ``sink`` holds that sink's state instead; for a group's event
+    (``com.moltaro.orchestrator.group.completed`` / ``.deadline_exceeded``) it is
+    None, and ``group`` holds the group as it ended.
     """
 
     seq: int
@@ -119,7 +122,17 @@ class Event:
     def sink(self) -> dict[str, Any] | None:
         """A sink event's data (name, disabled, disabled_since, disabled_reason,
         last_error, pending, ...); None for a tracking's event."""
-        return None if self.data is not None else dict(self.raw.get("data") or {})
+        if not self.type.startswith(SINK_PREFIX):
+            return None
+        return dict(self.raw.get("data") or {})
+
+    @property
+    def group(self) -> Group | None:
+        """A group event's group (with ``not_succeeded`` or ``open_members`` in
+        ``raw``); None for any other event."""
+        if not self.type.startswith(GROUP_PREFIX):
+            return None
+        return Group.from_json(self.raw.get("data") or {})
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Event:
@@ -129,7 +142,9 @@ class Event:
             type=data["type"],
             subject=data["subject"],
             time=data["time"],
-            data=None if data["type"].startswith(SINK_PREFIX) else Tracking.from_json(data["data"]),
+            data=None
+            if data["type"].startswith((SINK_PREFIX, GROUP_PREFIX))
+            else Tracking.from_json(data["data"]),
             raw=dict(data),
         )
 

@@ -13,6 +13,7 @@ from aiohttp import web
 from cloudevents.core.bindings.http import HTTPMessage, from_http_event
 from standardwebhooks import Webhook
 
+from orchestrator.client import OrchestratorClient
 from tests.core.conftest import StartService
 
 SECRET = "whsec_" + base64.b64encode(b"group-sink-secret-32-bytes-long!").decode()
@@ -79,5 +80,11 @@ async def test_the_group_event_is_signed_parsed_and_streamed(
                     if seen[-1]["type"].startswith("com.moltaro.orchestrator.group."):
                         break
         assert seen[-1]["id"] == headers["webhook-id"] and seen[-1]["subject"] == name
+        # The Python client reads it from the feed as a group, not as a tracking.
+        async with OrchestratorClient(api.url, session=api.session) as orch:
+            page = await orch.events(after=0, limit=1000)
+        [grouped] = [e for e in page.events if e.group is not None]
+        assert grouped.data is None and grouped.outcome is None and grouped.sink is None
+        assert grouped.group is not None and grouped.group.all_succeeded
     finally:
         await runner.cleanup()
