@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol
 
-from orchestrator.store.groups import Group, GroupEventFactory, GroupState, SealGroup
+from orchestrator.store.groups import GroupEventFactory, GroupStore, SealGroup
 from orchestrator.store.work_classes import WorkClassMerge as WorkClassMerge
 from orchestrator.store.work_classes import WorkClassSummary as WorkClassSummary
 from orchestrator.vocabulary import LeaseLoss, NextPollReason, Outcome, TrackingState
@@ -261,7 +261,7 @@ class ActiveSource(Protocol):
         """Active trackings per workspace (a resume plans its first reads with them)."""
 
 
-class Store(ActiveSource, Protocol):
+class Store(ActiveSource, GroupStore, Protocol):
     # True when other processes poll from the same store (PostgreSQL): work then
     # comes through claim_trackings, not a resume of every active tracking.
     shares_work: bool
@@ -311,30 +311,6 @@ class Store(ActiveSource, Protocol):
         """
 
     async def events_after(self, after_seq: int, limit: int) -> list[EventRecord]: ...
-
-    # -- groups (store/groups.py) --
-
-    async def seal_group(self, seal: SealGroup) -> Group | None:
-        """Seal the group (idempotent: the first seal's time and trace stand) and, if
-        every member has ended, end it with its event in the same transaction. None
-        when there is no such group."""
-
-    async def expire_groups(self, now: float, event: GroupEventFactory) -> list[Group]:
-        """End every group whose deadline has passed before its members all ended, each
-        with its ``deadline_exceeded`` event."""
-
-    async def get_group(self, name: str) -> Group | None: ...
-
-    async def list_groups(
-        self, state: GroupState | None, limit: int, cursor: str | None
-    ) -> tuple[list[Group], str | None]:
-        """By name; ValueError for a bad cursor."""
-
-    async def count_open_groups(self) -> int:
-        """Groups not ended yet (open or sealed)."""
-
-    async def next_group_deadline(self) -> float | None:
-        """The soonest deadline of a group still waiting for its event."""
 
     async def last_event_seq(self) -> int: ...
 

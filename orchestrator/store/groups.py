@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from orchestrator.vocabulary import Outcome
 
@@ -117,3 +117,29 @@ def group_row(row: Any) -> Group:
         traceparent=rest[4],
         tracestate=rest[5],
     )
+
+
+class GroupStore(Protocol):
+    """The store's group operations (a part of ``Store``)."""
+
+    async def seal_group(self, seal: SealGroup) -> Group | None:
+        """Seal the group (idempotent: the first seal's time and trace stand) and, if
+        every member has ended, end it with its event in the same transaction. None
+        when there is no such group."""
+
+    async def expire_groups(self, now: float, event: GroupEventFactory) -> list[Group]:
+        """End every group whose deadline has passed before its members all ended, each
+        with its ``deadline_exceeded`` event."""
+
+    async def get_group(self, name: str) -> Group | None: ...
+
+    async def list_groups(
+        self, state: GroupState | None, limit: int, cursor: str | None
+    ) -> tuple[list[Group], str | None]:
+        """By name; ValueError for a bad cursor."""
+
+    async def count_open_groups(self) -> int:
+        """Groups not ended yet (open or sealed)."""
+
+    async def next_group_deadline(self) -> float | None:
+        """The soonest deadline of a group still waiting for its event."""
