@@ -62,11 +62,11 @@ STILL_OPEN = (
 
 @functools.cache
 def count_ends(outcome: str) -> str:
-    """A member's end counted (at x4, name): ended, its outcome, first and last end."""
+    """Members' ends of one outcome counted (n x2, first end x2, last end x2, name)."""
     if outcome not in OUTCOMES:
         raise ValueError(outcome)
     return (
-        f"UPDATE tracking_groups SET ended = ended + 1, {outcome} = {outcome} + 1,"
+        f"UPDATE tracking_groups SET ended = ended + ?, {outcome} = {outcome} + ?,"
         " first_end_at = CASE WHEN first_end_at IS NULL OR first_end_at > ? THEN ?"
         "   ELSE first_end_at END,"
         " last_end_at = CASE WHEN last_end_at IS NULL OR last_end_at < ? THEN ?"

@@ -72,9 +72,14 @@ async def seal(conn: Any, s: SealGroup, create: bool) -> Group | None:
 
 
 async def count_ends(conn: Any, ended: Sequence[tuple[str, str, float]]) -> None:
-    """Members' ends (group, outcome, at), counted in group order."""
-    for name, outcome, at in sorted(ended):
-        await conn.execute(q.numbered(gq.count_ends(outcome)), at, at, at, at, name)
+    """Members' ends (group, outcome, at): one statement per group and outcome, in
+    group order (the rows' lock order)."""
+    counted: dict[tuple[str, str], tuple[int, float, float]] = {}
+    for name, outcome, at in ended:
+        n, first, last = counted.get((name, outcome), (0, at, at))
+        counted[name, outcome] = (n + 1, min(first, at), max(last, at))
+    for (name, outcome), (n, first, last) in sorted(counted.items()):
+        await conn.execute(q.numbered(gq.count_ends(outcome)), n, n, first, first, last, last, name)
 
 
 async def complete(conn: Any, name: str, at: float, event: GroupEventFactory) -> None:

@@ -262,7 +262,10 @@ class PostgresStore(codec.SqlShared, SqlGroupReads, Store):
                     ended = [(r[1], r[2], r[3]) for r in found if r[1] is not None]
                     await groups.count_ends(conn, ended)
                     factories = {i.group_name: i.group_event for i in items if i.group_event}
+                    last: dict[str, float] = {}
                     for name, _, at in ended:
+                        last[name] = max(at, last.get(name, at))
+                    for name, at in sorted(last.items()):  # each group decided once
                         if factories.get(name) is not None:
                             await groups.complete(conn, name, at, factories[name])
         finally:

@@ -113,6 +113,6 @@ def create(
 def grouped(conn: sqlite3.Connection, item: Finish, name: str) -> None:
     """``ops.finish``'s hook: a member's end counted, and its group ended if it was the
     last (a finish without an event factory is counted and decided at the next seal)."""
-    conn.execute(gq.count_ends(item.outcome), (*(item.terminal_at,) * 4, name))
+    conn.execute(gq.count_ends(item.outcome), (1, 1, *(item.terminal_at,) * 4, name))
     if item.group_event is not None:
         complete(conn, name, item.terminal_at, item.group_event)
