@@ -181,8 +181,8 @@ async def create_follow_ups(request: web.Request) -> web.Response:
         if not items:
             validate_intake(follow_up(body, "follow-up"), rt.settings, now)  # nothing is tracked
         tracker = tracker_of(rt)
-        # An empty list still makes the group: sealed, it ends at once with no members.
-        sealing = tracker.group_seal(group, now, trace.caller()) if seal or not items else None
+        # A sealed group is made even with no members (then it ends at once, empty).
+        sealing = tracker.group_seal(group, now, trace.caller()) if seal else None
         try:
             stored = await tracker.track(items, sealing)
         except GroupSealed as exc:

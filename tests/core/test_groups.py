@@ -205,3 +205,15 @@ async def test_unknown_groups_are_404(api: Api) -> None:
     ):
         status, problem = await api.call(method, path)
         assert status == 404, (path, problem)
+
+
+async def test_an_empty_follow_ups_list_in_a_named_open_group_makes_nothing(api: Api) -> None:
+    body = {"runtime_result": {"FollowUpOperationIds": []}, "group": "named-empty"}
+    status, answer = await api.call("POST", "/v1/trackings/follow-ups", json=body)
+    assert status == 200 and answer == {"items": [], "group": "named-empty"}
+    status, _ = await api.call("GET", "/v1/groups/named-empty")
+    assert status == 404
+    status, answer = await api.call("POST", "/v1/trackings/follow-ups", json={**body, "seal": True})
+    assert status == 200
+    status, group = await api.call("GET", "/v1/groups/named-empty")
+    assert status == 200 and group["state"] == "completed"
