@@ -314,6 +314,7 @@ class BatchOut(BaseModel):
 
 class FollowUpsOut(BaseModel):
     items: list[TrackingOut]
+    group: str = Field(description="The follow-ups' group: the one named, or their own.")
 
 
 class Problem(BaseModel):

@@ -126,14 +126,19 @@ class OrchestratorClient:
         ]
 
     async def track_follow_ups(
-        self, runtime_result: Mapping[str, Any], workspace: str = "default"
+        self,
+        runtime_result: Mapping[str, Any],
+        workspace: str = "default",
+        *,
+        group: str | None = None,
+        seal: bool | None = None,
     ) -> builtins.list[Tracking]:
-        """Track every job id in a MoltaroRuntimeResult's FollowUpOperationIds (maybe none)."""
-        answer = await self._call(
-            "POST",
-            "/v1/trackings/follow-ups",
-            json={"workspace": workspace, "runtime_result": dict(runtime_result)},
-        )
+        """Track every job id in a MoltaroRuntimeResult's FollowUpOperationIds (maybe none),
+        in a group of their own (each tracking's ``group``), or in ``group`` (sealed with
+        them when ``seal``)."""
+        body: dict[str, Any] = {"workspace": workspace, "runtime_result": dict(runtime_result)}
+        body.update({k: v for k, v in (("group", group), ("seal", seal)) if v is not None})
+        answer = await self._call("POST", "/v1/trackings/follow-ups", json=body)
         return [Tracking.from_json(t) for t in answer["items"]]
 
     # -- queries --

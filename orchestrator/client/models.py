@@ -47,6 +47,7 @@ class Tracking:
     raw: dict[str, Any] = field(repr=False, compare=False)
     # caller, derived or default (None from a service that predates it)
     deadline_source: str | None = None
+    group: str | None = None  # the group it belongs to, if any
 
     @property
     def terminal(self) -> bool:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.client import OrchestratorClient
 from tests.core.conftest import Api
 
 Q = {"after_s": 0, "status": "Queued"}
@@ -217,3 +218,20 @@ async def test_an_empty_follow_ups_list_in_a_named_open_group_makes_nothing(api:
     assert status == 200
     status, group = await api.call("GET", "/v1/groups/named-empty")
     assert status == 200 and group["state"] == "completed"
+
+
+async def test_the_client_tracks_follow_ups_in_a_group_and_waits_for_it(api: Api) -> None:
+    jobs = [await _job(api, "Completed", 0.05) for _ in range(2)]
+    async with OrchestratorClient(api.url, session=api.session) as orch:
+        made = await orch.track_follow_ups(
+            {"FollowUpOperationIds": jobs}, group="fu-client", seal=True
+        )
+        assert {t.group for t in made} == {"fu-client"}
+        seen: list[int] = []
+        ended = await orch.wait_group(
+            "fu-client",
+            timeout_s=BOUND_S,
+            progress_s=1,
+            on_change=lambda g: seen.append(g.terminal),
+        )
+    assert ended.state == "completed" and ended.all_succeeded and seen[-1] == 2
