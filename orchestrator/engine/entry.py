@@ -92,7 +92,8 @@ class Entry:
         self.callback_url = t.callback_url
         # The caller's trace context, for the events (None: the caller sent none).
         self.trace = None if t.traceparent is None else (t.traceparent, t.tracestate)
-        self.group_name = t.group_name
+        # Interned as the workspace: a group's 100,000 members share one string.
+        self.group_name = None if t.group_name is None else sys.intern(t.group_name)
         self.due = 0.0
         self.ticket = 0  # the book's: which schedule of the entry is current
         self.resumed = False  # resumed at start-up and not read yet by this process
