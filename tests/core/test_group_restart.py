@@ -58,6 +58,7 @@ async def test_sigkill_after_the_last_members_read_still_emits_one_group_event(
                 seen = await _orchestrator_reads(sim, last)
                 while await _orchestrator_reads(sim, last) == seen:
                     await asyncio.sleep(0.001)
+            # Seen in runs: the restart resumes that member (its end was not committed).
             serve.kill()
             await serve.start(session)
             async with asyncio.timeout(BOUND_S):

@@ -193,6 +193,9 @@ async def test_an_unsafe_group_name_is_a_422_naming_it(api: Api, bad: object) ->
         "POST", "/v1/trackings/batch", json={"items": [{"kind": "function_job", "remote_id": "J-u"}], "group": bad}
     )  # fmt: skip
     assert status == 422 and problem["field"] == "group", problem
+    body = {"runtime_result": {"FollowUpOperationIds": ["J-f"]}, "group": bad}
+    status, problem = await api.call("POST", "/v1/trackings/follow-ups", json=body)
+    assert status == 422 and problem["field"] == "group", problem
     _, page = await api.call("GET", "/v1/trackings")
     assert page["items"] == []
 
