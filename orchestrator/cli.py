@@ -94,6 +94,17 @@ def _track(args: argparse.Namespace) -> int:
     )
 
 
+def _group(args: argparse.Namespace) -> int:
+    from orchestrator.client.group_commands import group_command
+
+    return run_async(
+        lambda: group_command(
+            _console(), action=args.action, name=args.group, server=args.server,
+            timeout_s=args.timeout_s,
+        )
+    )  # fmt: skip
+
+
 def _status(args: argparse.Namespace) -> int:
     from orchestrator.client.commands import status
 
@@ -205,6 +216,19 @@ def build_parser() -> argparse.ArgumentParser:
     trk.add_argument("--timeout-s", type=float, default=None, help="the tracking's deadline")
     trk.set_defaults(func=_track)
 
+    grp = sub.add_parser(
+        "group",
+        help="a group of trackings: show it, or wait (with a progress bar) until it has ended",
+        description="Exit codes: 0 every member succeeded, 1 some did not, 3 the group's "
+        "deadline came first, 4 not ended yet (show, or wait past --timeout-s), 10 usage, "
+        "connection or API trouble.",
+    )
+    grp.add_argument("action", choices=("show", "wait"))
+    grp.add_argument("group", help="the group's name")
+    grp.add_argument("--server", help=server_help)
+    grp.add_argument("--timeout-s", type=float, default=None, help="wait: give up after this")
+    grp.set_defaults(func=_group)
+
     st = sub.add_parser("status", help="what a running service is tracking, as a table")
     st.add_argument("--server", help=server_help)
     st.set_defaults(func=_status)
@@ -250,7 +274,7 @@ def _positive_int(text: str) -> int:
 
 
 # argparse exits 2 on bad arguments; for the client commands 2 means "cancelled".
-_CLIENT_COMMANDS = ("track", "status")
+_CLIENT_COMMANDS = ("track", "status", "group")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

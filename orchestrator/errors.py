@@ -13,6 +13,9 @@
     │   ├── NotAFunctionJob    only a function job can be cancelled or have its retries stopped
     │   └── AlreadyTerminal    the tracking has ended (``outcome``)
     │       └── EndedMeanwhile it ended while the action was being taken
+    ├── GroupError             a group refuses what was asked
+    │   ├── GroupSealed        a new member for a sealed or ended group: nothing was written
+    │   └── GroupNotFound      no group has that name
     ├── UnknownWorkspace       no workspace of that name is configured
     └── ApiProblem             an RFC 9457 problem the HTTP API answers with (4xx/5xx)
 
@@ -86,6 +89,22 @@ class EndedMeanwhile(AlreadyTerminal):
 
     def __init__(self) -> None:
         super().__init__(None, self.__doc__)
+
+
+class GroupError(OrchestratorError):
+    """The group refuses this."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"{(self.__doc__ or '').strip()}: {name}")
+        self.name = name
+
+
+class GroupSealed(GroupError):
+    """The group is sealed (or has ended): it takes no new member."""
+
+
+class GroupNotFound(GroupError):
+    """No group has that name."""
 
 
 class UnknownWorkspace(OrchestratorError):

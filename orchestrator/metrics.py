@@ -168,6 +168,27 @@ class Metrics:
             "result",
         )
         self.in_flight = gauge("polls_in_flight", "Status reads currently in flight.", "workspace")
+        self.groups_open = gauge(
+            "groups_open",
+            "Groups of trackings not ended yet (open or sealed), as the store "
+            "counted them at the last check (every 15 s).",
+        )
+        self.group_duration_seconds = histogram(
+            "group_duration_seconds",
+            "From a group's creation to its end (its event), by how it ended; counted by the "
+            "replica that decided the end.",
+            (1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 86400, 7 * 86400),
+            "outcome",
+        )
+        self.group_members = histogram(
+            "group_members",
+            "Members of each group at its end, by how it ended.",
+            (1, 2, 5, 10, 50, 100, 500, 1000, 5000, 10_000, 100_000),
+            "outcome",
+        )
+        self.api_waits = gauge(
+            "api_waits", "Server-side waits (?wait=S) currently held open by callers."
+        )
         self.ready = gauge("ready", "1 when the service is ready (store writable, not draining).")
         # Several replicas on one PostgreSQL store (contract section 9).
         self.replica_leases = gauge(

@@ -58,4 +58,5 @@ def tracking_resource(t: Tracking) -> dict[str, Any]:
         "correlation_id": t.correlation_id,
         "callback_url": t.callback_url,
         "notify": t.notify,
+        "group": t.group_name,
     }

@@ -36,6 +36,7 @@ from orchestrator.events.cloudevents import EventFactory
 from orchestrator.events.delivery import DeliveryService
 from orchestrator.events.pruner import run_pruner
 from orchestrator.events.signing import signing_keys
+from orchestrator.group_deadlines import run_group_deadlines
 from orchestrator.logs import register_secret
 from orchestrator.looplag import LoopLagMonitor
 from orchestrator.metrics import Metrics
@@ -261,6 +262,11 @@ class Service:
         spawn("deliveries", deliveries.run())
         spawn("pruner", run_pruner(runtime.store, s.events, runtime.clock, side_stop))
         spawn("loop-lag", lag.run(side_stop))
+        assert runtime.tracker is not None
+        spawn(
+            "group-deadlines",
+            run_group_deadlines(runtime.tracker, runtime.bus.publish, side_stop, runtime.metrics),
+        )
         replica = runtime.replica
         assert replica is not None
         spawn("replica", replica.run(side_stop))

@@ -10,14 +10,17 @@ into its problem.
 from __future__ import annotations
 
 import asyncio
+import builtins
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.engine.cancel import CancelAnswer
+from orchestrator.engine.ends import group_key, wait_for_end
 from orchestrator.errors import (
     AlreadyTerminal,
     EndedMeanwhile,
+    GroupNotFound,
     NotAFunctionJob,
     StoreUnavailable,
     TrackingNotFound,
@@ -25,6 +28,7 @@ from orchestrator.errors import (
 )
 from orchestrator.platform.discovery import execution_model
 from orchestrator.platform.stop_retries import StopAnswer
+from orchestrator.store.groups import Group, GroupState, SealGroup
 from orchestrator.vocabulary import Kind, TrackingState
 
 if TYPE_CHECKING:
@@ -52,19 +56,22 @@ class Tracker:
 
     # -- intake -------------------------------------------------------------
 
-    async def track(self, items: Sequence[NewTracking]) -> list[tuple[Tracking, bool]]:
+    async def track(
+        self, items: Sequence[NewTracking], seal: SealGroup | None = None
+    ) -> list[tuple[Tracking, bool]]:
         """Store the items in one durable transaction, in order, and poll the new ones.
 
         Each comes back with True when it is new, or False with the tracking that
         already had its (workspace, kind, remote_id). No items: nothing is written.
-        Raises StoreUnavailable when the store cannot write, or has not written
-        within ``INTAKE_STORE_BOUND_S``: the write may still land, whole, and its
-        trackings are then polled as if it had answered in time (posted again, they
-        come back as existing).
+        ``seal``: a group sealed in the same transaction. Raises GroupSealed (nothing
+        written) for a new member of a sealed group; StoreUnavailable when the store
+        cannot write, or has not written within ``INTAKE_STORE_BOUND_S``: the write
+        may still land, whole, and its trackings are then polled as if it had answered
+        in time (posted again, they come back as existing).
         """
-        if not items:
+        if not items and seal is None:
             return []
-        write = asyncio.ensure_future(self._store.create_trackings(items))
+        write = asyncio.ensure_future(self._store.create_trackings(items, seal))
         try:
             async with asyncio.timeout(INTAKE_STORE_BOUND_S):
                 stored = await asyncio.shield(write)
@@ -74,7 +81,13 @@ class Tracker:
                 f"store did not take the write within {INTAKE_STORE_BOUND_S:g} s"
             ) from None
         self._adopt(stored, items)
+        if seal is not None:
+            self._group_news(seal.name)
         return stored
+
+    def _group_news(self, name: str) -> None:
+        """A group may have ended (its event committed): wake its waiters."""
+        self._engine.ends.ended(group_key(name))
 
     def _written_late(
         self, write: asyncio.Future[list[tuple[Tracking, bool]]], items: Sequence[NewTracking]
@@ -101,6 +114,18 @@ class Tracker:
     async def get(self, tracking_id: str) -> Tracking:
         """The tracking, with the poll counters the engine holds; TrackingNotFound."""
         return self._engine.live(await self._stored(tracking_id))
+
+    async def wait(self, tracking_id: str, wait_s: float, gone: Callable[[], bool]) -> Tracking:
+        """The tracking once it has ended, or after ``wait_s`` as it is then (woken by
+        its terminal write); TrackingNotFound."""
+        return await wait_for_end(
+            self._engine.ends,
+            tracking_id,
+            lambda: self.get(tracking_id),
+            lambda t: t.state == TrackingState.TERMINAL,
+            wait_s,
+            gone,
+        )
 
     async def list(self, query: TrackingQuery) -> tuple[list[Tracking], str | None]:
         """A page, newest first, and the next page's cursor; InvalidCursor for a bad one."""
@@ -164,6 +189,57 @@ class Tracker:
                 return ended
             tracking = await self._stored(tracking_id)  # it ended meanwhile: as what?
         raise AlreadyTerminal(tracking.outcome)
+
+    # -- groups -------------------------------------------------------------
+
+    async def seal_group(
+        self, name: str, at: float, trace: tuple[str | None, str | None], deadline_at: float | None
+    ) -> Group:
+        """Seal (idempotent); a group whose members have all ended ends now, with its
+        event. GroupNotFound."""
+        seal = SealGroup(name, at, self._engine.events.group, deadline_at, *trace)
+        sealed = await self._store.seal_group(seal)
+        if sealed is None:
+            raise GroupNotFound(name)
+        self._group_news(name)
+        return sealed
+
+    def group_seal(self, name: str, at: float, trace: tuple[str | None, str | None]) -> SealGroup:
+        """A seal to go with an intake (``track``): a batch's, or a follow-ups call's."""
+        return SealGroup(name, at, self._engine.events.group, None, *trace)
+
+    async def group(self, name: str) -> Group:
+        found = await self._store.get_group(name)
+        if found is None:
+            raise GroupNotFound(name)
+        return found
+
+    async def wait_group(self, name: str, wait_s: float, gone: Callable[[], bool]) -> Group:
+        """The group once it has ended, or after ``wait_s`` as it is then; GroupNotFound."""
+        return await wait_for_end(
+            self._engine.ends,
+            group_key(name),
+            lambda: self.group(name),
+            lambda g: g.outcome is not None,
+            wait_s,
+            gone,
+        )
+
+    async def groups(
+        self, state: GroupState | None, limit: int, cursor: str | None
+    ) -> tuple[builtins.list[Group], str | None]:
+        """A page by name; ValueError for a bad cursor."""
+        return await self._store.list_groups(state, limit, cursor)
+
+    async def count_open_groups(self) -> int:
+        return await self._store.count_open_groups()
+
+    async def expire_groups(self) -> builtins.list[Group]:
+        """End the groups whose deadline has passed, each with its event."""
+        ended = await self._store.expire_groups(self._engine.clock.now(), self._engine.events.group)
+        for group in ended:
+            self._group_news(group.name)
+        return ended
 
     # -- the platform's other surfaces --------------------------------------
 

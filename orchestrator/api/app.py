@@ -8,6 +8,7 @@ from prometheus_client.aiohttp import make_aiohttp_handler
 
 from orchestrator.aio import bounded
 from orchestrator.api.events_routes import add_event_routes
+from orchestrator.api.groups import routes as group_routes
 from orchestrator.api.openapi import build_openapi
 from orchestrator.api.problems import auth_middleware, problem_middleware
 from orchestrator.api.query import accepted_queries, query_middleware
@@ -56,6 +57,7 @@ def create_app(runtime: Runtime) -> web.Application:
     )
     app[RUNTIME] = runtime
     app.add_routes(tracking_routes)
+    app.add_routes(group_routes)
     add_event_routes(app)
     document = orjson.dumps(spec)
 

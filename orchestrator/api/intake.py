@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from orchestrator import tracing
-from orchestrator.api.models import MAX_BATCH, FollowUpsBody, IntakeBody, valid_remote_id
+from orchestrator.api.models import (
+    GROUP_RULE,
+    MAX_BATCH,
+    FollowUpsBody,
+    IntakeBody,
+    valid_remote_id,
+)
 from orchestrator.api.problems import invalid, validated
 from orchestrator.clock import iso
 from orchestrator.config import Settings, WorkspaceConfig
@@ -174,6 +180,10 @@ def validate_intake(
     ):
         raise invalid("callback_url", "not under any entry of events.callback_allowlist")
     context = None if trace is None else trace.of(body)
+    if body.group is not None and not valid_remote_id(body.group):
+        raise invalid("group", GROUP_RULE)
+    if body.group_expect is not None and body.group is None:
+        raise invalid("group_expect", "is given only with group")
     return NewTracking(
         tracking_id=new_tracking_id(),
         workspace=workspace.name,
@@ -191,6 +201,8 @@ def validate_intake(
         work_class=body.function_key or body.build_kind,
         traceparent=None if context is None else context.traceparent,
         tracestate=None if context is None else context.tracestate,
+        group_name=body.group,
+        group_expect=body.group_expect,
     )
 
 
@@ -260,7 +272,7 @@ def follow_up_items(raw: Any) -> tuple[FollowUpsBody, list[dict[str, Any]]]:
 def follow_up(body: FollowUpsBody, job_id: str) -> dict[str, Any]:
     """The intake body of one follow-up; with a made-up id, the fields that would apply
     to each, to check them when the runtime result returned none."""
-    given = body.model_dump(exclude={"runtime_result"}, exclude_none=True)
+    given = body.model_dump(exclude={"runtime_result", "seal"}, exclude_none=True)
     return {"kind": Kind.FUNCTION_JOB.value, "remote_id": job_id, **given}
 
 

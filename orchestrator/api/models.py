@@ -33,6 +33,10 @@ RFC3339_RE = re.compile(
 )
 
 
+GROUP_RULE = "A group name: 1-200 characters of [A-Za-z0-9._:-], not dots alone; global."
+MAX_GROUP_EXPECT = 1_000_000
+
+
 def valid_remote_id(value: str) -> bool:
     # "." and ".." would change the route once substituted into the path.
     return bool(REMOTE_ID_RE.fullmatch(value)) and value.strip(".") != ""
@@ -116,6 +120,14 @@ class IntakeBody(BaseModel):
     build_kind: Literal["Build", "Check"] | None = Field(
         default=None,
         description="Builds: the kind submitted, a hint of its class for adaptive polling.",
+    )
+    group: str | None = Field(default=None, description=GROUP_RULE)
+    group_expect: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_GROUP_EXPECT,
+        description="With group: the group seals itself once it has this many members "
+        "(the first expect given stands).",
     )
     # Never refused: a malformed value is ignored (W3C Trace Context), so any JSON value.
     traceparent: Any = Field(
@@ -205,6 +217,10 @@ class BatchBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     items: list[IntakeBody] = Field(min_length=1, max_length=MAX_BATCH)
+    group: str | None = Field(
+        default=None, description="The group of every item that names none. " + GROUP_RULE
+    )
+    seal: bool = Field(default=False, description="Seal the batch's group with it.")
 
 
 class FollowUpsBody(BaseModel):
@@ -217,6 +233,14 @@ class FollowUpsBody(BaseModel):
     correlation_id: str | None = Field(default=None, min_length=1, max_length=200)
     callback_url: str | None = Field(default=None, min_length=1, max_length=2048)
     notify: Literal["terminal", "all"] = "terminal"
+    group: str | None = Field(
+        default=None,
+        description="The follow-ups' group (default: a group of their own, named in the "
+        "answer). " + GROUP_RULE,
+    )
+    seal: bool | None = Field(
+        default=None, description="Seal the group with them (default: only a group of their own)."
+    )
 
 
 class LastError(BaseModel):
@@ -266,6 +290,7 @@ class TrackingOut(BaseModel):
     )
     created_at: str
     terminal_at: str | None
+    group: str | None = Field(default=None, description="The group it belongs to, if any.")
     labels: dict[str, str]
     correlation_id: str | None
     callback_url: str | None
@@ -289,6 +314,7 @@ class BatchOut(BaseModel):
 
 class FollowUpsOut(BaseModel):
     items: list[TrackingOut]
+    group: str = Field(description="The follow-ups' group: the one named, or their own.")
 
 
 class Problem(BaseModel):

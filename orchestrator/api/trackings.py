@@ -15,13 +15,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from aiohttp import web
 
 from orchestrator import tracing
+from orchestrator.api.group_intake import checked_group, follow_ups_group, group_problem
 from orchestrator.api.intake import TraceIntake, follow_up, follow_up_items, validate_intake
-from orchestrator.api.models import MAX_BATCH, valid_rfc3339
+from orchestrator.api.models import GROUP_RULE, MAX_BATCH, valid_remote_id, valid_rfc3339
 from orchestrator.api.problems import forwarded_problem, invalid, json_response, read_json
 from orchestrator.errors import (
     AlreadyTerminal,
     ApiProblem,
     EndedMeanwhile,
+    GroupSealed,
     NotAFunctionJob,
     TrackingError,
     TrackingNotFound,
@@ -40,6 +42,9 @@ if TYPE_CHECKING:
 routes = web.RouteTableDef()
 
 _TRACKING_ID = re.compile(r"trk_[0-9a-f]{24}")
+# A server-side wait's bound: under the usual 60 s idle timeout of proxies and clients.
+MAX_WAIT_S = 60
+_WAIT = re.compile(r"[0-9]{1,2}(\.[0-9]{1,3})?")
 _NOT_CANCELLABLE = ("Not cancellable", "only function jobs can be cancelled")
 _NO_RETRY_CHAIN = ("Cannot stop retries", "only function jobs have a retry chain")
 
@@ -103,7 +108,10 @@ async def create_tracking(request: web.Request) -> web.Response:
         trace.continue_in(span)
         raw = await read_json(request)
         item = validate_intake(raw, rt.settings, rt.clock.now(), declared, trace)
-        [(tracking, created)] = await tracker_of(rt).track([item])
+        try:
+            [(tracking, created)] = await tracker_of(rt).track([item])
+        except GroupSealed as exc:
+            raise group_problem(exc) from None
         tracing.answered(span, 201 if created else 200)
     return json_response(tracking_resource(tracking), 201 if created else 200)
 
@@ -112,8 +120,15 @@ async def create_tracking(request: web.Request) -> web.Response:
 async def create_batch(request: web.Request) -> web.Response:
     rt = _accepting(request)
     raw = await read_json(request)
-    if not isinstance(raw, dict) or set(raw) != {"items"}:
-        raise ApiProblem(422, "Invalid request", 'body: must be {"items": [...]}', field="items")
+    if not isinstance(raw, dict) or "items" not in raw or set(raw) - {"items", "group", "seal"}:
+        raise ApiProblem(
+            422, "Invalid request", 'body: must be {"items": [...]} (with "group", "seal")',
+            field="items",
+        )  # fmt: skip
+    group = None if raw.get("group") is None else checked_group(raw["group"])
+    seal = raw.get("seal", False)
+    if not isinstance(seal, bool) or (seal and group is None):
+        raise invalid("seal", "true or false, and true only with the batch's group")
     items = raw["items"]
     if not isinstance(items, list) or not items:
         raise invalid("items", "must be a non-empty list")
@@ -127,6 +142,8 @@ async def create_batch(request: web.Request) -> web.Response:
     with tracing.server_span("POST", "/v1/trackings/batch", *trace.caller()) as span:
         trace.continue_in(span)
         for i, item in enumerate(items):
+            if group is not None and isinstance(item, dict) and item.get("group") is None:
+                item = {**item, "group": group}
             try:
                 valid.append(validate_intake(item, rt.settings, now, declared, trace))
                 answers.append(None)
@@ -135,7 +152,11 @@ async def create_batch(request: web.Request) -> web.Response:
                 if problem.field:
                     body["field"] = f"items.{i}.{problem.field}"
                 answers.append({"status": problem.status, "problem": body})
-        stored = iter(await tracker_of(rt).track(valid))
+        sealing = tracker_of(rt).group_seal(group, now, trace.caller()) if seal and group else None
+        try:
+            stored = iter(await tracker_of(rt).track(valid, sealing))
+        except GroupSealed as exc:
+            raise group_problem(exc) from None
         tracing.answered(span, 200)
     for i, answer in enumerate(answers):
         if answer is None:
@@ -147,33 +168,68 @@ async def create_batch(request: web.Request) -> web.Response:
 @routes.post("/v1/trackings/follow-ups")
 async def create_follow_ups(request: web.Request) -> web.Response:
     rt = _accepting(request)
-    body, bodies = follow_up_items(await read_json(request))
+    raw = await read_json(request)
+    body, bodies = follow_up_items(raw)
+    group, seal = follow_ups_group(raw)
     now = rt.clock.now()
     trace = TraceIntake(request.headers, rt.metrics.trace_context_ignored_total)
     with tracing.server_span("POST", "/v1/trackings/follow-ups", *trace.caller()) as span:
         trace.continue_in(span)
-        items = [validate_intake(b, rt.settings, now, trace=trace) for b in bodies]
+        items = [
+            validate_intake({**b, "group": group}, rt.settings, now, trace=trace) for b in bodies
+        ]
         if not items:
             validate_intake(follow_up(body, "follow-up"), rt.settings, now)  # nothing is tracked
-        stored = await tracker_of(rt).track(items)
+        tracker = tracker_of(rt)
+        # A sealed group is made even with no members (then it ends at once, empty).
+        sealing = tracker.group_seal(group, now, trace.caller()) if seal else None
+        try:
+            stored = await tracker.track(items, sealing)
+        except GroupSealed as exc:
+            raise group_problem(exc) from None
         tracing.answered(span, 200)
-    return json_response({"items": [tracking_resource(t) for t, _ in stored]})
+    if sealing is not None:
+        rt.bus.publish()
+    items_out = [tracking_resource(t) for t, _ in stored]
+    return json_response({"items": items_out, "group": group})
 
 
 @routes.get("/v1/trackings/{tracking_id}")
 @routes.delete("/v1/trackings/{tracking_id}")
 async def one_tracking(request: web.Request) -> web.Response:
-    """GET (and HEAD): the tracking; DELETE: abandon it, leaving the remote work alone."""
+    """GET (and HEAD): the tracking, with ``?wait=S`` once it has ended or after S
+    seconds; DELETE: abandon it, leaving the remote work alone."""
     tracker = tracker_of(request.app[RUNTIME])
     tracking_id = path_tracking_id(request)
     if request.method == "DELETE":
         await _no_body(request, "abandon")  # the request's shape before the tracking's state
-    operation = tracker.abandon if request.method == "DELETE" else tracker.get
+    wait_s = wait_param(request)
     try:
-        tracking = await operation(tracking_id)
+        if request.method == "DELETE":
+            tracking = await tracker.abandon(tracking_id)
+        elif wait_s:
+            tracking = await tracker.wait(tracking_id, wait_s, lambda: client_gone(request))
+        else:
+            tracking = await tracker.get(tracking_id)
     except TrackingError as exc:
         raise tracking_problem(exc) from None
     return json_response(tracking_resource(tracking))
+
+
+def wait_param(request: web.Request) -> float:
+    """``?wait=S``: seconds, 0 to ``MAX_WAIT_S`` (0 or absent: answer at once)."""
+    raw = request.query.get("wait")
+    if raw is None:
+        return 0.0
+    if not _WAIT.fullmatch(raw) or float(raw) > MAX_WAIT_S:
+        raise bad_query("wait", f"must be a number of seconds from 0 to {MAX_WAIT_S}")
+    return float(raw)
+
+
+def client_gone(request: web.Request) -> bool:
+    """The caller closed its connection, or the service drains: a wait answers now."""
+    transport = request.transport
+    return request.app[RUNTIME].draining or transport is None or transport.is_closing()
 
 
 async def _no_body(request: web.Request, what: str) -> None:
@@ -192,10 +248,10 @@ def _choice(query: Any, name: str, vocabulary: type[_Word]) -> _Word | None:
     try:
         return vocabulary(value)
     except ValueError:
-        raise _bad_query(name, f"must be one of {', '.join(vocabulary)}") from None
+        raise bad_query(name, f"must be one of {', '.join(vocabulary)}") from None
 
 
-def _bad_query(name: str, message: str) -> ApiProblem:
+def bad_query(name: str, message: str) -> ApiProblem:
     return invalid(name, message, 422, "Invalid query")
 
 
@@ -207,20 +263,24 @@ async def list_trackings(request: web.Request) -> web.Response:
     for pair in q.getall("label", []):
         key, sep, value = pair.partition(":")
         if not sep or not key:
-            raise _bad_query("label", "must be key:value")
+            raise bad_query("label", "must be key:value")
         labels[key] = value
     limit_text = q.get("limit", "100")
     # isdigit() alone accepts "²" and other Unicode digits that int() refuses.
     if not (limit_text.isascii() and limit_text.isdigit()) or not 1 <= int(limit_text) <= 1000:
-        raise _bad_query("limit", "must be 1-1000")
+        raise bad_query("limit", "must be 1-1000")
     workspace = q.get("workspace") or None
     if workspace is not None and rt.settings.workspace(workspace) is None:
-        raise _bad_query("workspace", "unknown workspace")
+        raise bad_query("workspace", "unknown workspace")
+    group = q.get("group") or None
+    if group is not None and not valid_remote_id(group):
+        raise bad_query("group", GROUP_RULE)
     query = TrackingQuery(
         state=_choice(q, "state", TrackingState),
         kind=_choice(q, "kind", Kind),
         outcome=_choice(q, "outcome", Outcome),
         workspace=workspace,
+        group=group,
         labels=labels,
         limit=int(limit_text),
         cursor=q.get("cursor") or None,
@@ -228,7 +288,7 @@ async def list_trackings(request: web.Request) -> web.Response:
     try:
         items, cursor = await tracker_of(rt).list(query)
     except ValueError:  # InvalidCursor
-        raise _bad_query("cursor", "not a cursor") from None
+        raise bad_query("cursor", "not a cursor") from None
     return json_response({"items": [tracking_resource(t) for t in items], "next_cursor": cursor})
 
 

@@ -17,11 +17,15 @@ from orchestrator.client.models import (
     CancelResult,
     Event,
     EventPage,
+    Group,
+    OrchestratorApiError,
     Tracking,
     TrackingPage,
     error_for,
 )
 from orchestrator.vocabulary import Kind, Outcome, TrackingState
+
+MAX_WAIT_S = 60.0  # the service's bound on ?wait=
 
 
 class OrchestratorClient:
@@ -100,10 +104,18 @@ class OrchestratorClient:
         return Tracking.from_json(await self._call("POST", "/v1/trackings", json=body))
 
     async def track_batch(
-        self, items: builtins.list[Mapping[str, Any]]
+        self,
+        items: builtins.list[Mapping[str, Any]],
+        *,
+        group: str | None = None,
+        seal: bool = False,
     ) -> builtins.list[BatchItem]:
-        """Up to 1,000 intake bodies (see ``intake_body``) in one transaction."""
-        answer = await self._call("POST", "/v1/trackings/batch", json={"items": list(items)})
+        """Up to 1,000 intake bodies (see ``intake_body``) in one transaction; ``group``:
+        of every item that names none, sealed with the batch when ``seal``."""
+        body: dict[str, Any] = {"items": list(items)}
+        if group is not None:
+            body.update(group=group, seal=seal)
+        answer = await self._call("POST", "/v1/trackings/batch", json=body)
         return [
             BatchItem(
                 status=int(item["status"]),
@@ -114,14 +126,19 @@ class OrchestratorClient:
         ]
 
     async def track_follow_ups(
-        self, runtime_result: Mapping[str, Any], workspace: str = "default"
+        self,
+        runtime_result: Mapping[str, Any],
+        workspace: str = "default",
+        *,
+        group: str | None = None,
+        seal: bool | None = None,
     ) -> builtins.list[Tracking]:
-        """Track every job id in a MoltaroRuntimeResult's FollowUpOperationIds (maybe none)."""
-        answer = await self._call(
-            "POST",
-            "/v1/trackings/follow-ups",
-            json={"workspace": workspace, "runtime_result": dict(runtime_result)},
-        )
+        """Track every job id in a MoltaroRuntimeResult's FollowUpOperationIds (maybe none),
+        in a group of their own (each tracking's ``group``), or in ``group`` (sealed with
+        them when ``seal``)."""
+        body: dict[str, Any] = {"workspace": workspace, "runtime_result": dict(runtime_result)}
+        body.update({k: v for k, v in (("group", group), ("seal", seal)) if v is not None})
+        answer = await self._call("POST", "/v1/trackings/follow-ups", json=body)
         return [Tracking.from_json(t) for t in answer["items"]]
 
     # -- queries --
@@ -156,6 +173,11 @@ class OrchestratorClient:
             if cursor is None:
                 return
 
+    async def get_waiting(self, tracking_id: str, wait_s: float) -> Tracking:
+        """The tracking once it has ended, or after ``wait_s`` (at most 60) as it is then."""
+        path = f"/v1/trackings/{tracking_id}"
+        return Tracking.from_json(await self._call("GET", path, params={"wait": f"{wait_s:.3f}"}))
+
     async def wait(
         self,
         tracking_id: str,
@@ -164,15 +186,21 @@ class OrchestratorClient:
         timeout_s: float | None = None,
         on_change: Callable[[Tracking], Awaitable[None] | None] | None = None,
     ) -> Tracking:
-        """Until the tracking is terminal; ``on_change`` sees each new state, remote status,
-        next-read reason or kind of transport error.
+        """Until the tracking is terminal, by the server-side wait: the end is seen as it
+        is written. ``on_change`` sees each new state, remote status, next-read reason or
+        kind of transport error, read at least every ``poll_s`` while it is given.
 
         Raises ``TimeoutError`` after ``timeout_s`` (the tracking goes on).
         """
+        loop = asyncio.get_running_loop()
+        until = None if timeout_s is None else loop.time() + timeout_s
+        # Each wait ends well inside this client's own request timeout.
+        longest = max(0.1, min(MAX_WAIT_S, (self._timeout.total or MAX_WAIT_S) - 5))
+        server_waits = True
         async with asyncio.timeout(timeout_s):
             seen: tuple[object, ...] | None = None
+            tracking = await self.get(tracking_id)
             while True:
-                tracking = await self.get(tracking_id)
                 error = (tracking.last_error or {}).get("kind")
                 now = (tracking.state, tracking.remote_status, tracking.next_poll_reason, error)
                 if now != seen and on_change is not None:
@@ -182,7 +210,59 @@ class OrchestratorClient:
                 seen = now
                 if tracking.terminal:
                     return tracking
+                wait_s = poll_s if on_change is not None else longest
+                if until is not None:
+                    wait_s = min(wait_s, max(0.1, until - loop.time()))
+                if server_waits:
+                    try:
+                        tracking = await self.get_waiting(tracking_id, wait_s)
+                        continue
+                    except OrchestratorApiError as exc:
+                        if exc.status != 422 or exc.field != "wait":
+                            raise
+                        server_waits = False  # a service from before ?wait=: read on a timer
                 await asyncio.sleep(poll_s)
+                tracking = await self.get(tracking_id)
+
+    # -- groups --
+
+    async def group(self, group: str, *, wait_s: float | None = None) -> Group:
+        """The group; with ``wait_s`` (at most 60) once it has ended, or after that."""
+        params = None if wait_s is None else {"wait": f"{wait_s:.3f}"}
+        return Group.from_json(await self._call("GET", f"/v1/groups/{group}", params=params))
+
+    async def seal_group(self, group: str, *, timeout_s: float | None = None) -> Group:
+        """No more members (idempotent); ``timeout_s``: the group's deadline from now."""
+        body = {} if timeout_s is None else {"timeout_s": timeout_s}
+        return Group.from_json(await self._call("POST", f"/v1/groups/{group}/seal", json=body))
+
+    async def wait_group(
+        self,
+        group: str,
+        *,
+        timeout_s: float | None = None,
+        progress_s: float | None = None,
+        on_change: Callable[[Group], Awaitable[None] | None] | None = None,
+    ) -> Group:
+        """Until the group has ended (completed or deadline_exceeded), by the server-side
+        wait; ``on_change`` sees it at least every ``progress_s`` (default: only at the end
+        and each longest wait). Raises ``TimeoutError`` after ``timeout_s``."""
+        loop = asyncio.get_running_loop()
+        until = None if timeout_s is None else loop.time() + timeout_s
+        longest = max(0.1, min(MAX_WAIT_S, (self._timeout.total or MAX_WAIT_S) - 5))
+        async with asyncio.timeout(timeout_s):
+            found = await self.group(group)
+            while True:
+                if on_change is not None:
+                    maybe = on_change(found)
+                    if maybe is not None:
+                        await maybe
+                if found.ended:
+                    return found
+                wait_s = longest if progress_s is None else min(progress_s, longest)
+                if until is not None:
+                    wait_s = min(wait_s, max(0.1, until - loop.time()))
+                found = await self.group(group, wait_s=wait_s)
 
     # -- caller actions --
 
@@ -272,6 +352,8 @@ class IntakeFields(TypedDict, total=False):
     correlation_id: str | None
     callback_url: str | None
     notify: Literal["terminal", "all"]
+    group: str | None
+    group_expect: int | None
     trigger_binding_id: str | None
     entity_id: str | None
     filter_correlation_id: str | None

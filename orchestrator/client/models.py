@@ -14,6 +14,7 @@ from orchestrator.vocabulary import Outcome, TrackingState
 TERMINAL_OUTCOMES: tuple[Outcome, ...] = tuple(Outcome)
 EVENT_PREFIX = "com.moltaro.orchestrator."
 SINK_PREFIX = EVENT_PREFIX + "sink."
+GROUP_PREFIX = EVENT_PREFIX + "group."
 # The members of a tracking that the service always sends.
 _REQUIRED = ("tracking_id", "workspace", "kind", "state", "deadline_at", "created_at")
 
@@ -46,6 +47,7 @@ class Tracking:
     raw: dict[str, Any] = field(repr=False, compare=False)
     # caller, derived or default (None from a service that predates it)
     deadline_source: str | None = None
+    group: str | None = None  # the group it belongs to, if any
 
     @property
     def terminal(self) -> bool:
@@ -97,7 +99,9 @@ class Event:
 
     ``data`` is the tracking at that moment; for an operational event about a sink
     (``com.moltaro.orchestrator.sink.disabled`` / ``.enabled``) it is None, and
-    ``sink`` holds that sink's state instead.
+    ``sink`` holds that sink's state instead; for a group's event
+    (``com.moltaro.orchestrator.group.completed`` / ``.deadline_exceeded``) it is
+    None, and ``group`` holds the group as it ended.
     """
 
     seq: int
@@ -119,7 +123,17 @@ class Event:
     def sink(self) -> dict[str, Any] | None:
         """A sink event's data (name, disabled, disabled_since, disabled_reason,
         last_error, pending, ...); None for a tracking's event."""
-        return None if self.data is not None else dict(self.raw.get("data") or {})
+        if not self.type.startswith(SINK_PREFIX):
+            return None
+        return dict(self.raw.get("data") or {})
+
+    @property
+    def group(self) -> Group | None:
+        """A group event's group (with ``not_succeeded`` or ``open_members`` in
+        ``raw``); None for any other event."""
+        if not self.type.startswith(GROUP_PREFIX):
+            return None
+        return Group.from_json(self.raw.get("data") or {})
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Event:
@@ -129,7 +143,9 @@ class Event:
             type=data["type"],
             subject=data["subject"],
             time=data["time"],
-            data=None if data["type"].startswith(SINK_PREFIX) else Tracking.from_json(data["data"]),
+            data=None
+            if data["type"].startswith((SINK_PREFIX, GROUP_PREFIX))
+            else Tracking.from_json(data["data"]),
             raw=dict(data),
         )
 
@@ -205,3 +221,37 @@ def error_for(status: int, body: Mapping[str, Any] | None, headers: Mapping[str,
         raw = headers.get("Retry-After", "")
         error.retry_after = float(raw) if raw.isdigit() else None
     return error
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """A group resource (``GET /v1/groups/{group}``); ``raw`` keeps the whole JSON."""
+
+    group: str
+    state: str  # open, sealed, completed, deadline_exceeded
+    sealed: bool
+    ended: bool
+    total: int
+    active: int
+    terminal: int
+    outcomes: dict[str, int]
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def all_succeeded(self) -> bool:
+        return self.terminal == self.total and self.outcomes.get("succeeded", 0) == self.total
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Group:
+        members = data.get("members") or {}
+        return cls(
+            group=str(data["group"]),
+            state=str(data["state"]),
+            sealed=bool(data.get("sealed")),
+            ended=bool(data.get("ended")),
+            total=int(members.get("total") or 0),
+            active=int(members.get("active") or 0),
+            terminal=int(members.get("terminal") or 0),
+            outcomes={str(k): int(v) for k, v in (data.get("outcomes") or {}).items()},
+            raw=dict(data),
+        )

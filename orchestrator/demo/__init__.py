@@ -37,6 +37,7 @@ from orchestrator.demo.progress import Display, EventSink, Tally, new_secret, su
 from orchestrator.simulator import start_simulator
 
 BATCH = 500
+GROUP = "demo"  # the group of every tracking the demo submits (a fresh store each run)
 TICK_S = 0.25
 # Longer than any scripted timeline plus the slowest deadline at the demo's pace.
 RUN_LIMIT_S = 120.0
@@ -141,7 +142,8 @@ class Demo:
         summary(self.console, tally, sink.stats, elapsed, fired, table=not self.live)
         if code != 0:
             self.console.print(f"[red]orchestrator serve exited {code}[/]\n{self.serve.log_tail()}")
-        ok = done and sink.stats.delivered == tally.total and sink.stats.bad_signature == 0
+        # One event per tracking and the group's one.
+        ok = done and sink.stats.delivered == tally.total + 1 and sink.stats.bad_signature == 0
         if not ok:
             self.console.print("[red]the demo did not finish cleanly[/]")
         return 0 if ok and code == 0 else 1
@@ -151,15 +153,17 @@ class Demo:
         created = 0
         for start in range(0, len(plan.items), BATCH):
             chunk = plan.items[start : start + BATCH]
-            answers = await orch.track_batch([p.intake for p in chunk])
+            last = start + BATCH >= len(plan.items)
+            # Every tracking joins one group, sealed with the last batch.
+            answers = await orch.track_batch([p.intake for p in chunk], group=GROUP, seal=last)
             for item, answer in zip(chunk, answers, strict=True):
                 if answer.tracking is None:
                     raise RuntimeError(f"intake refused {item.scenario}: {answer.problem}")
                 planned[answer.tracking.tracking_id] = item
                 created += answer.created
         self.say(
-            f"submitted {len(planned)} through POST /v1/trackings/batch ({created} new); "
-            "waiting for every outcome"
+            f"submitted {len(planned)} through POST /v1/trackings/batch ({created} new) in "
+            f"group {GROUP}, sealed with the last batch; waiting for every outcome"
         )
         return Tally(planned)
 
@@ -203,8 +207,13 @@ class Demo:
                 now = time.monotonic()
                 if now - last_metrics >= 0.5:
                     tally.read_metrics(await orch.metrics())
+                    tally.group = await orch.group(GROUP)
                     last_metrics = now
-                finished = len(tally.ended) >= tally.total and sink.stats.delivered >= tally.total
+                finished = (
+                    len(tally.ended) >= tally.total
+                    and tally.group_event is not None
+                    and sink.stats.delivered >= tally.total + 1  # the group's event too
+                )
                 elapsed = time.monotonic() - started
                 if live is not None:
                     live.update(display.renderable(tally, sink.stats, elapsed), refresh=True)

@@ -19,6 +19,7 @@ import statistics
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiohttp import web
 from rich.console import Console, Group, RenderableType
@@ -26,10 +27,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from orchestrator.client import Event
+from orchestrator.client import Group as GroupView
 from orchestrator.client.commands import outcome_text
 from orchestrator.demo.plan import Planned
 from orchestrator.vocabulary import STATUS_KINDS, Outcome, PollResult
 
+GROUP_EVENT = "com.moltaro.orchestrator.group."
 # The Standard Webhooks specification's replay window.
 TOLERANCE_S = 300
 
@@ -63,6 +66,7 @@ class SinkStats:
     bad_signature: int = 0
     redeliveries: int = 0  # a webhook-id seen again after a refusal
     seen: set[str] = field(default_factory=set)
+    group_events: set[str] = field(default_factory=set)  # of them, group events
 
     @property
     def delivered(self) -> int:
@@ -112,6 +116,8 @@ class EventSink:
             self._refused_ids.add(msg_id)
             return web.Response(status=503)
         stats.seen.add(msg_id)
+        if b'"type":"com.moltaro.orchestrator.group.' in body:
+            stats.group_events.add(msg_id)
         return web.Response(status=204)
 
 
@@ -138,6 +144,9 @@ class Tally:
     cancels_asked: int = 0
     cancels_accepted: int = 0
     cancel_refusals: list[str] = field(default_factory=list)
+    # The group every tracking joined: as last read, and its one event once seen.
+    group: GroupView | None = None
+    group_event: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         for item in self.planned.values():
@@ -148,6 +157,9 @@ class Tally:
         return len(self.planned)
 
     def add(self, event: Event) -> None:
+        if event.type.startswith(GROUP_EVENT):
+            self.group_event = event.raw.get("data")
+            return
         outcome = event.outcome
         t = event.data
         if outcome is None or t is None:
@@ -217,17 +229,25 @@ class Display:
         self.console = console
         self.live = live
         self.progress = Progress(
-            TextColumn("[bold]trackings ended"),
+            TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
             console=console,
         )
-        self.task = self.progress.add_task("ended", total=total)
+        self.task = self.progress.add_task("[bold]trackings ended", total=total)
+        # The group all of them joined, as the service counts it (GET /v1/groups/...).
+        self.group_task = self.progress.add_task("group", total=total)
         self._last_plain = -1.0
 
     def renderable(self, tally: Tally, sink: SinkStats, elapsed: float) -> RenderableType:
         self.progress.update(self.task, completed=len(tally.ended))
+        g = tally.group
+        if g is not None:
+            self.progress.update(
+                self.group_task, completed=g.terminal, total=g.total or None,
+                description=f"[bold]group {g.group}[/] {g.state}",
+            )  # fmt: skip
         return Group(self.progress, outcome_table(tally), stats_line(tally, sink, elapsed))
 
     def plain(self, tally: Tally, sink: SinkStats, elapsed: float, force: bool = False) -> None:
@@ -241,6 +261,9 @@ class Display:
             f"events delivered {sink.delivered}",
             f"polls {sum(tally.polls_by_result.values())}",
         ]
+        if tally.group is not None:
+            g = tally.group
+            parts.append(f"group {g.group} {g.state} {g.terminal}/{g.total}")
         for line in fit(parts, self.console.width - len(stamp)):
             self.console.print(stamp + line, highlight=False, soft_wrap=True)
             stamp = " " * len(stamp)
@@ -279,10 +302,18 @@ def summary(
     )
     lines = [
         f"trackings: {tally.total} submitted, {len(tally.ended)} reached an outcome",
-        f"events: {sink.delivered} delivered, {sink.delivered} verified, "
+        f"events: {sink.delivered} delivered ({sink.delivered - len(sink.group_events)} "
+        f"tracking, {len(sink.group_events)} group), {sink.delivered} verified, "
         f"{sink.bad_signature} bad signatures; {sink.refused} refused once on purpose and "
         "redelivered with the same webhook-id",
     ]
+    if tally.group_event is not None:
+        g = tally.group_event
+        counts = ", ".join(f"{k} {n}" for k, n in sorted(g["outcomes"].items()) if n)
+        lines.append(
+            f"group {g['group']}: {g['state']}, {g['members']['terminal']}/"
+            f"{g['members']['total']} members ended ({counts}); one group event"
+        )
     if tally.polls:
         lines.append(
             f"polls per tracking: mean {sum(tally.polls) / len(tally.polls):.1f}, "

@@ -23,6 +23,7 @@ from orchestrator.config import Settings
 from orchestrator.engine.book import Book, plan_resume
 from orchestrator.engine.cancel import CancelAnswer, cancel
 from orchestrator.engine.decision import End, ReadAt, Report, StoreDeadline, Write, decide, jittered
+from orchestrator.engine.ends import Ends, GroupMetrics
 from orchestrator.engine.entry import Entry
 from orchestrator.engine.learner import Learner
 from orchestrator.engine.poll_metrics import PollMetrics
@@ -81,8 +82,17 @@ class Engine:
             self._poll,
             lambda entry: self.finisher.expire(entry),
         )
+        self.ends = Ends()  # callers waiting for a tracking to end
+        metrics.api_waits.set_function(lambda: self.ends.waiting)
+        events.group_observer = GroupMetrics(metrics)
         self.finisher = Finisher(
-            self.writer, events, self.poll_metrics, clock, self.book, lambda: self.stopping
+            self.writer,
+            events,
+            self.poll_metrics,
+            clock,
+            self.book,
+            lambda: self.stopping,
+            self.ends,
         )
         self.stoppers = {  # one per workspace: each remembers the stops it saw accepted
             ws: RetryStopper(client, functools.partial(self.poll_metrics.admin_request, ws))

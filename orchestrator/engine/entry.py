@@ -56,6 +56,7 @@ class Entry:
         "correlation_id",
         "created_at",
         "due",
+        "group_name",
         "kind",
         "kind_state",
         "labels",
@@ -91,6 +92,8 @@ class Entry:
         self.callback_url = t.callback_url
         # The caller's trace context, for the events (None: the caller sent none).
         self.trace = None if t.traceparent is None else (t.traceparent, t.tracestate)
+        # Interned as the workspace: a group's 100,000 members share one string.
+        self.group_name = None if t.group_name is None else sys.intern(t.group_name)
         self.due = 0.0
         self.ticket = 0  # the book's: which schedule of the entry is current
         self.resumed = False  # resumed at start-up and not read yet by this process
@@ -156,6 +159,7 @@ class Entry:
             next_poll_reason=self.reason if state == "active" else None,
             traceparent=None if self.trace is None else self.trace[0],
             tracestate=None if self.trace is None else self.trace[1],
+            group_name=self.group_name,
         )
 
     def update(

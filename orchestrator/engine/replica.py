@@ -166,6 +166,8 @@ class Replica:
             self._wake.set()
         elif payload == "events":
             self._bus.publish()  # SSE streams and delivery workers read the store again
+            # Callers waiting on a tracking another replica holds read it again.
+            self._engine.ends.wake(lambda key: key not in self._engine.entries)
 
     # -- the loop ---------------------------------------------------------------------------
 

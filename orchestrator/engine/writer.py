@@ -35,6 +35,7 @@ from orchestrator import tracing
 from orchestrator.clock import Clock
 from orchestrator.engine.book import Book
 from orchestrator.engine.decision import deadline_result
+from orchestrator.engine.ends import Ends, group_key
 from orchestrator.engine.entry import Entry
 from orchestrator.engine.poll_metrics import PollMetrics
 from orchestrator.errors import StoreError
@@ -248,8 +249,10 @@ class Finisher:
         clock: Clock,
         book: Book,
         stopping: Callable[[], bool],
+        ends: Ends | None = None,
     ) -> None:
         self._writer = writer
+        self.ends = ends or Ends()  # the callers waiting for an end (``?wait=``)
         self._events = events
         self._poll_metrics = poll_metrics
         self._clock = clock
@@ -320,6 +323,8 @@ class Finisher:
                 remote=remote if remote_changed else None,
                 remote_changed=remote_changed,
                 last_error=entry.state.last_error,
+                group_name=entry.group_name,
+                group_event=self._events.group if entry.group_name else None,
             )
             await self._store(tracking, item, now_w - entry.created_at)
         except StoreError as exc:
@@ -350,6 +355,8 @@ class Finisher:
         )
         event = self._events.terminal(ended, now_w)
         item = Finish(t.tracking_id, Outcome(outcome), now_w, result, event)
+        if t.group_name is not None:
+            item.group_name, item.group_event = t.group_name, self._events.group
         done = await self._store(ended, item, now_w - t.created_at, shield=True)
         return ended if done else None
 
@@ -361,6 +368,9 @@ class Finisher:
         with tracing.terminal_span(trace, attributes):
             [done] = await (asyncio.shield(written) if shield else written)
         if done:
+            self.ends.ended(t.tracking_id)
+            if t.group_name is not None:  # its group may have ended with it
+                self.ends.ended(group_key(t.group_name))
             self._ended(t, elapsed)
         return done
 

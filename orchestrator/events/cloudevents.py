@@ -8,6 +8,7 @@ receiver sees one id and one body however often it is redelivered.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -15,8 +16,10 @@ import orjson
 
 from orchestrator.clock import iso
 from orchestrator.config import EventsConfig
+from orchestrator.group_resource import group_event_data
 from orchestrator.resource import tracking_resource
 from orchestrator.store.base import NewEvent, Tracking
+from orchestrator.store.groups import GroupEnd
 
 TYPE_PREFIX = "com.moltaro.orchestrator.tracking."
 STATUS_CHANGED = TYPE_PREFIX + "status_changed"
@@ -27,6 +30,9 @@ CALLBACK = "callback"
 SINK_DISABLED = "com.moltaro.orchestrator.sink.disabled"
 SINK_ENABLED = "com.moltaro.orchestrator.sink.enabled"
 SINK_SOURCE = "urn:moltaro-orchestrator:sinks"
+# A group's one event, when its members have all ended or its deadline came first.
+GROUP_PREFIX = "com.moltaro.orchestrator.group."
+GROUP_SOURCE = "urn:moltaro-orchestrator:groups"
 
 
 def sink_destination(name: str) -> str:
@@ -38,6 +44,8 @@ class EventFactory:
 
     def __init__(self, events: EventsConfig) -> None:
         self._sinks = [sink_destination(s.name) for s in events.sinks]
+        # Told of each group end whose event is made (the engine's metrics).
+        self.group_observer: Callable[[GroupEnd], None] | None = None
 
     def terminal(self, tracking: Tracking, now: float) -> NewEvent:
         """The one terminal event; ``tracking`` must already carry its outcome."""
@@ -59,6 +67,27 @@ class EventFactory:
         event_id, payload = _envelope(SINK_SOURCE, type_, name, now, state)
         others = [d for d in self._sinks if d != about]
         return NewEvent(event_id, None, type_, now, payload, others, sink=about)
+
+    def group(self, end: GroupEnd) -> NewEvent:
+        """``group.completed`` or ``group.deadline_exceeded``, to every sink (never a
+        callback: members may have several), with the sealing call's trace context."""
+        g = end.group
+        if self.group_observer is not None:
+            self.group_observer(end)
+        now = g.ended_at if g.ended_at is not None else g.created_at
+        trace = None
+        if g.traceparent is not None:
+            trace = {"traceparent": g.traceparent}
+            if g.tracestate:
+                trace["tracestate"] = g.tracestate
+        type_ = GROUP_PREFIX + (g.outcome or "completed")
+        event_id, payload = _envelope(
+            GROUP_SOURCE, type_, g.name, now, group_event_data(end), trace
+        )
+        # ``sink`` is what an event of no tracking is about: here the group.
+        return NewEvent(
+            event_id, None, type_, now, payload, list(self._sinks), sink=f"group:{g.name}"
+        )
 
     def _build(
         self, tracking: Tracking, type_: str, now: float, extra: dict[str, Any] | None = None

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol
 
+from orchestrator.store.groups import GroupEventFactory, GroupStore, SealGroup
 from orchestrator.store.work_classes import WorkClassMerge as WorkClassMerge
 from orchestrator.store.work_classes import WorkClassSummary as WorkClassSummary
 from orchestrator.vocabulary import LeaseLoss, NextPollReason, Outcome, TrackingState
@@ -52,6 +53,8 @@ class NewTracking:
     # The caller's W3C trace context (already checked): carried to the tracking's events.
     traceparent: str | None = None
     tracestate: str | None = None
+    group_name: str | None = None  # the group it joins (see store/groups.py)
+    group_expect: int | None = None  # the group seals itself at this many members
 
 
 @dataclass(slots=True)
@@ -92,6 +95,7 @@ class Tracking:
     # The caller's W3C trace context, as intake kept it (None: the caller sent none).
     traceparent: str | None = None
     tracestate: str | None = None
+    group_name: str | None = None
 
 
 @dataclass(slots=True)
@@ -151,6 +155,10 @@ class Finish:
     remote: Any = None
     remote_changed: bool = False
     last_error: dict[str, Any] | None = None
+    # The tracking's group, and what builds the group's event should this end be its
+    # last member's (None: not in a group).
+    group_name: str | None = None
+    group_event: GroupEventFactory | None = None
 
 
 @dataclass(slots=True)
@@ -211,6 +219,7 @@ class TrackingQuery:
     kind: str | None = None
     outcome: Outcome | None = None
     workspace: str | None = None
+    group: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
     limit: int = 100
     cursor: str | None = None  # opaque, produced by the store
@@ -252,7 +261,7 @@ class ActiveSource(Protocol):
         """Active trackings per workspace (a resume plans its first reads with them)."""
 
 
-class Store(ActiveSource, Protocol):
+class Store(ActiveSource, GroupStore, Protocol):
     # True when other processes poll from the same store (PostgreSQL): work then
     # comes through claim_trackings, not a resume of every active tracking.
     shares_work: bool
@@ -266,13 +275,18 @@ class Store(ActiveSource, Protocol):
     async def check_writable(self) -> bool:
         """True when a write would succeed now (readiness)."""
 
-    async def create_trackings(self, items: Sequence[NewTracking]) -> list[tuple[Tracking, bool]]:
+    async def create_trackings(
+        self, items: Sequence[NewTracking], seal: SealGroup | None = None
+    ) -> list[tuple[Tracking, bool]]:
         """Insert all items in one durable transaction, in order.
 
         Idempotent on (workspace, kind, remote_id): an existing row (active or
         terminal) is returned with ``False`` and left untouched; a new row with
-        ``True``. Returns only after the commit is durable. Raises
-        StoreUnavailable (nothing written) when the store cannot write.
+        ``True``. A new row with a ``group_name`` counts into that group (created
+        on first use); ``seal``, in the same transaction, seals a group (creating
+        it empty if need be). Returns only after the commit is durable. Raises
+        StoreUnavailable (nothing written) when the store cannot write, GroupSealed
+        (nothing written) when a new member's group is sealed, ended or full.
         """
 
     async def get_tracking(self, tracking_id: str) -> Tracking | None: ...

@@ -131,6 +131,7 @@ def new_tracking(item: NewTracking) -> Tracking:
         work_class=item.work_class,
         traceparent=item.traceparent,
         tracestate=item.tracestate,
+        group_name=item.group_name,
     )
 
 
@@ -152,6 +153,7 @@ def insert_tracking_params(item: NewTracking) -> tuple[Any, ...]:
         item.work_class,
         item.traceparent,
         item.tracestate,
+        item.group_name,
     )
 
 
@@ -281,7 +283,7 @@ class SqlShared:
 
     async def list_trackings(self, query: TrackingQuery) -> tuple[list[Tracking], str | None]:
         limit = clamp_limit(query.limit)
-        filters = (query.state, query.kind, query.outcome, query.workspace)
+        filters = (query.state, query.kind, query.outcome, query.workspace, query.group)
         params: list[Any] = [value for value in filters if value is not None]
         for pair in sorted(query.labels.items()):
             params.extend(pair)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from orchestrator.errors import StoreError
 from orchestrator.store import codec
+from orchestrator.store._memory_groups import MemoryGroups
 from orchestrator.store._memory_log import MemoryLog
 from orchestrator.store.base import (
     Finish,
@@ -25,10 +26,11 @@ from orchestrator.store.base import (
     WorkClassMerge,
     WorkClassSummary,
 )
+from orchestrator.store.groups import SealGroup
 from orchestrator.vocabulary import TrackingState
 
 
-class MemoryStore(MemoryLog, Store):
+class MemoryStore(MemoryGroups, MemoryLog, Store):
     shares_work = False
 
     def __init__(self) -> None:
@@ -39,7 +41,9 @@ class MemoryStore(MemoryLog, Store):
 
     # -- trackings ----------------------------------------------------------------------
 
-    async def create_trackings(self, items: Sequence[NewTracking]) -> list[tuple[Tracking, bool]]:
+    async def create_trackings(
+        self, items: Sequence[NewTracking], seal: SealGroup | None = None
+    ) -> list[tuple[Tracking, bool]]:
         self._write()
         staged: dict[tuple[str, str, str], Tracking] = {}
         answers: list[tuple[tuple[str, str, str], bool]] = []
@@ -54,9 +58,14 @@ class MemoryStore(MemoryLog, Store):
             taken.add(item.tracking_id)
             staged[key] = codec.new_tracking(copy.deepcopy(item))
             answers.append((key, True))
+        created = {t.tracking_id for t in staged.values()}
+        self._check_joins(items, created)
         for key, tracking in staged.items():
             self._trackings[tracking.tracking_id] = tracking
             self._by_remote[key] = tracking.tracking_id
+        self._join(items, created)
+        if seal is not None:
+            self._seal(seal, create=True)
         return [(copy.deepcopy(self._trackings[self._by_remote[k]]), new) for k, new in answers]
 
     async def get_tracking(self, tracking_id: str) -> Tracking | None:
@@ -149,6 +158,8 @@ class MemoryStore(MemoryLog, Store):
                 tracking.remote_status = item.remote_status
                 tracking.remote = copy.deepcopy(item.remote)
             self._append_event(item.event)
+            if tracking.group_name is not None:
+                self._count_end(item, tracking.group_name)
         return [first.get(item.tracking_id) == i for i, item in enumerate(items)]
 
     async def prune(self, before: float, batch: int) -> int:
@@ -210,8 +221,8 @@ class MemoryStore(MemoryLog, Store):
 
 
 def _matches(t: Tracking, q: TrackingQuery, after: tuple[float, str] | None) -> bool:
-    filters = (q.state, q.kind, q.outcome, q.workspace)
-    values = (t.state, t.kind, t.outcome, t.workspace)
+    filters = (q.state, q.kind, q.outcome, q.workspace, q.group)
+    values = (t.state, t.kind, t.outcome, t.workspace, t.group_name)
     return (
         all(f is None or f == v for f, v in zip(filters, values, strict=True))
         and all(t.labels.get(k) == v for k, v in q.labels.items())

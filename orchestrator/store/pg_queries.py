@@ -60,16 +60,16 @@ PROBE_WRITE = f"UPDATE store_probe SET at = {NOW} WHERE id = 1"
 INSERT_TRACKINGS = (
     "INSERT INTO trackings (tracking_id, workspace, kind, remote_id, state, polls,"
     " next_poll_at, deadline_at, created_at, labels, correlation_id, callback_url, notify,"
-    " deadline_source, remote, work_class, traceparent, tracestate, lease_owner, lease_until,"
-    " lease_token)"
+    " deadline_source, remote, work_class, traceparent, tracestate, group_name, lease_owner,"
+    " lease_until, lease_token)"
     " SELECT u.tid, u.ws, u.kind, u.rid, 'active', 0, u.npa, u.dl, u.ca, u.labels, u.corr,"
-    f" u.cb, u.notify, u.dls, u.remote, u.wc, u.tp, u.ts, $17, {NOW} + $18,"
+    f" u.cb, u.notify, u.dls, u.remote, u.wc, u.tp, u.ts, u.grp, $18, {NOW} + $19,"
     " nextval('lease_tokens')"
     " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::float8[], $6::float8[],"
     " $7::float8[], $8::bytea[], $9::text[], $10::text[], $11::text[], $12::text[],"
-    " $13::bytea[], $14::text[], $15::text[], $16::text[]) WITH ORDINALITY"
+    " $13::bytea[], $14::text[], $15::text[], $16::text[], $17::text[]) WITH ORDINALITY"
     " AS u(tid, ws, kind, rid, npa, dl, ca, labels, corr, cb, notify, dls, remote, wc, tp, ts,"
-    " n)"
+    " grp, n)"
     " ORDER BY u.n"
     " ON CONFLICT (workspace, kind, remote_id) DO NOTHING RETURNING tracking_id, lease_token"
 )
@@ -140,7 +140,8 @@ _FINISH = (
     " remote_status = CASE WHEN u.changed THEN u.rs ELSE t.remote_status END,"
     " remote = CASE WHEN u.changed THEN u.remote ELSE t.remote END,"
     " lease_owner = NULL, lease_until = 0"
-    " FROM u WHERE t.tracking_id = u.id RETURNING t.tracking_id"
+    " FROM u WHERE t.tracking_id = u.id"
+    " RETURNING t.tracking_id, t.group_name, u.outcome, u.at"
 )
 
 
@@ -168,7 +169,7 @@ def _append_events(first: int, source: str = "", where: str = "") -> str:
     )
 
 
-def _with_events(rows: str, write: str, first: int) -> str:
+def _with_events(rows: str, write: str, first: int, returning: str = "w.tracking_id") -> str:
     """``write`` (an UPDATE after the CTEs ``rows``, returning the trackings it moved) and, in
     the same statement, the events of the trackings it moved (``_append_events`` from
     ``$first``). One statement, so no row lock or the log's lock is held across a round
@@ -180,11 +181,12 @@ def _with_events(rows: str, write: str, first: int) -> str:
         f" l AS (SELECT pg_advisory_xact_lock({EVENTS_LOCK_KEY}) FROM (SELECT count(*) FROM w) c),"
         f" {_append_events(first, 'l, ', moved)},"
         f" n AS (SELECT pg_notify('{CHANNEL}', 'events') FROM (SELECT 1 FROM ev LIMIT 1) one)"
-        " SELECT w.tracking_id, (SELECT count(*) FROM n) FROM w"
+        f" SELECT {returning}, (SELECT count(*) FROM n) FROM w"
     )
 
 
-FINISH = _with_events(_FINISH_ROWS, _FINISH, 12)
+# Each moved tracking with its group, outcome and end (a group's counts follow).
+FINISH = _with_events(_FINISH_ROWS, _FINISH, 12, "w.tracking_id, w.group_name, w.outcome, w.at")
 RECORD_POLLS_EVENTS = _with_events(_RECORD_POLLS_ROWS, _RECORD_POLLS, 16)
 
 

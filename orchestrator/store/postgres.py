@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from orchestrator.store import codec
+from orchestrator.store import pg_groups as groups
 from orchestrator.store import pg_queries as q
 from orchestrator.store.base import (
     Claimed,
@@ -46,6 +47,8 @@ from orchestrator.store.base import (
     WorkClassMerge,
     WorkClassSummary,
 )
+from orchestrator.store.group_queries import SqlGroupReads
+from orchestrator.store.groups import Group, GroupEventFactory, SealGroup
 from orchestrator.store.pg_connections import Pool, redacted
 from orchestrator.store.schema import migrate_postgres
 from orchestrator.vocabulary import LeaseLoss
@@ -102,9 +105,10 @@ def poll_rows(updates: Sequence[PollUpdate], tokens: dict[str, int]) -> list[lis
     return [[*row, tokens[row[0]]] for row in codec.fold_polls(held)]
 
 
-class PostgresStore(codec.SqlShared, Store):
+class PostgresStore(codec.SqlShared, SqlGroupReads, Store):
     shares_work = True
     _q = q
+    _sql = staticmethod(q.numbered)
     _NO_LIMIT = None
 
     def __init__(
@@ -174,11 +178,13 @@ class PostgresStore(codec.SqlShared, Store):
 
     # -- trackings ----------------------------------------------------------------------
 
-    async def create_trackings(self, items: Sequence[NewTracking]) -> list[tuple[Tracking, bool]]:
+    async def create_trackings(
+        self, items: Sequence[NewTracking], seal: SealGroup | None = None
+    ) -> list[tuple[Tracking, bool]]:
         """Insert, leased to this replica."""
-        if not items:
+        if not items and seal is None:
             return []
-        columns = _columns([codec.insert_tracking_params(item) for item in items], 16)
+        columns = _columns([codec.insert_tracking_params(item) for item in items], 17)
         async with self._pool.connection("intake not stored", transaction=True) as conn:
             rows = await conn.fetch(
                 q.INSERT_TRACKINGS, *columns, self.replica_id, self.lease_timeout_s
@@ -193,6 +199,11 @@ class PostgresStore(codec.SqlShared, Store):
                 keys = _columns([(i.workspace, i.kind, i.remote_id) for i in known], 3)
                 for row in await conn.fetch(q.TRACKINGS_BY_REMOTE, *keys):
                     existing[row[1], row[2], row[3]] = codec.tracking(row)
+            if seal is not None:  # the log's lock before any group row's
+                await conn.execute(q.LOCK_EVENTS)
+            await groups.join(conn, items, set(leases))
+            if seal is not None:
+                await groups.seal(conn, seal, create=True)
         self.book.tokens.update(leases)
         return [
             (codec.new_tracking(item), True)
@@ -239,13 +250,24 @@ class PostgresStore(codec.SqlShared, Store):
         moved: set[str] = set()
         self.book.ending.update(rows)
         try:
+            # In a group: its counts (and maybe its end) in the same transaction.
+            grouped = any(item.group_name is not None for item in items)
             async with self._pool.connection(
-                "terminal state not stored", transaction=False
+                "terminal state not stored", transaction=grouped
             ) as conn:
                 if rows:
                     columns = _columns(list(rows.values()), 11)
                     found = await conn.fetch(q.FINISH, *columns, *_event_columns(events))
                     moved = {row[0] for row in found}
+                    ended = [(r[1], r[2], r[3]) for r in found if r[1] is not None]
+                    await groups.count_ends(conn, ended)
+                    factories = {i.group_name: i.group_event for i in items if i.group_event}
+                    last: dict[str, float] = {}
+                    for name, _, at in ended:
+                        last[name] = max(at, last.get(name, at))
+                    for name, at in sorted(last.items()):  # each group decided once
+                        if factories.get(name) is not None:
+                            await groups.complete(conn, name, at, factories[name])
         finally:
             self.book.ending.difference_update(rows)
         # Ended, or refused because the lease moved: this replica holds it no more.
@@ -255,6 +277,14 @@ class PostgresStore(codec.SqlShared, Store):
             out.append(item.tracking_id in moved)
             moved.discard(item.tracking_id)  # a second write of it in the batch did nothing
         return out
+
+    async def seal_group(self, seal: SealGroup) -> Group | None:
+        async with self._pool.connection("seal not stored", transaction=True) as conn:
+            return await groups.seal(conn, seal, create=False)
+
+    async def expire_groups(self, now: float, event: GroupEventFactory) -> list[Group]:
+        async with self._pool.connection("group deadline not stored", transaction=True) as conn:
+            return await groups.expire(conn, now, event)
 
     async def prune(self, before: float, batch: int) -> int:
         rows = await self._fetch(q.PRUNE, before, max(0, batch))

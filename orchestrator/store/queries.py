@@ -8,7 +8,7 @@ TRACKING_COLUMNS = (
     "tracking_id, workspace, kind, remote_id, state, outcome, remote_status, remote, result,"
     " polls, last_polled_at, next_poll_at, last_error, deadline_at, created_at, terminal_at,"
     " labels, correlation_id, callback_url, notify, remote_fingerprint, remote_digest,"
-    " deadline_source, work_class, work_started_at, traceparent, tracestate"
+    " deadline_source, work_class, work_started_at, traceparent, tracestate, group_name"
 )
 DELIVERY_COLUMNS = (
     "d.delivery_id, d.event_seq, e.event_id, d.destination, d.url, d.state, d.attempts,"
@@ -32,16 +32,16 @@ PROBE_WRITE = "UPDATE store_probe SET at = ? WHERE id = 1"
 
 # New trackings, many rows in ONE statement (see POLL_ROWS below for why); the
 # ids it returns are the rows that were new, the others' remote ids were known.
-INSERT_ROWS = 62  # 16 parameters a row: 992, under the oldest SQLite's limit of 999
+INSERT_ROWS = 58  # 17 parameters a row: 986, under the oldest SQLite's limit of 999
 
 
 @functools.lru_cache(maxsize=INSERT_ROWS)
 def insert_tracking_rows(rows: int) -> str:
-    values = ",".join(["(?, ?, ?, ?, 'active', 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
+    values = ",".join(["(?, ?, ?, ?, 'active', 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
     return (
         "INSERT INTO trackings (tracking_id, workspace, kind, remote_id, state, polls,"
         " next_poll_at, deadline_at, created_at, labels, correlation_id, callback_url, notify,"
-        " deadline_source, remote, work_class, traceparent, tracestate)"
+        " deadline_source, remote, work_class, traceparent, tracestate, group_name)"
         f" VALUES {values}"
         " ON CONFLICT (workspace, kind, remote_id) DO NOTHING RETURNING tracking_id"
     )
@@ -111,16 +111,16 @@ FINISH_TRACKING = (
     "   ELSE coalesce(?7, last_error) END,"
     " remote_status = CASE WHEN ?8 THEN ?9 ELSE remote_status END,"
     " remote = CASE WHEN ?8 THEN ?10 ELSE remote END"
-    " WHERE tracking_id = ?1 AND state = 'active'"
+    " WHERE tracking_id = ?1 AND state = 'active' RETURNING group_name"
 )
 
 
 @functools.lru_cache(maxsize=256)
 def list_trackings(present: tuple[bool, ...], labels: int, after: bool) -> str:
-    """The listing query for the filters ``present`` (state, kind, outcome, workspace);
+    """The listing query for the filters ``present`` (state, kind, outcome, workspace, group);
     parameters follow in this order: those filters', (key, value) per label, cursor
     (created_at twice, tracking_id), limit."""
-    columns = ("state", "kind", "outcome", "workspace")
+    columns = ("state", "kind", "outcome", "workspace", "group_name")
     where = [f"t.{column} = ?" for column, wanted in zip(columns, present, strict=True) if wanted]
     label = (
         "EXISTS (SELECT 1 FROM tracking_labels l WHERE l.tracking_id = t.tracking_id"

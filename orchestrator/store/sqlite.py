@@ -22,6 +22,7 @@ import aiosqlite
 
 from orchestrator.errors import StoreError, StoreLocked, StoreNotWritable, StoreUnavailable
 from orchestrator.store import codec, queries
+from orchestrator.store import sqlite_groups as groups
 from orchestrator.store import sqlite_writes as ops
 from orchestrator.store.base import (
     Delivery,
@@ -35,6 +36,8 @@ from orchestrator.store.base import (
     WorkClassSummary,
 )
 from orchestrator.store.group_commit import GroupCommitWriter, is_unavailable
+from orchestrator.store.group_queries import SqlGroupReads
+from orchestrator.store.groups import Group, GroupEventFactory, SealGroup
 from orchestrator.store.schema import migrate_sqlite
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
@@ -49,10 +52,11 @@ T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
 
 
-class SqliteStore(codec.SqlShared, Store):
+class SqliteStore(codec.SqlShared, SqlGroupReads, Store):
     shares_work = False
     _q = queries
     _NO_LIMIT = -1
+    _sql = staticmethod(str)
 
     def __init__(
         self,
@@ -171,10 +175,18 @@ class SqliteStore(codec.SqlShared, Store):
             return False
         return True
 
-    async def create_trackings(self, items: Sequence[NewTracking]) -> list[tuple[Tracking, bool]]:
-        if not items:
+    async def create_trackings(
+        self, items: Sequence[NewTracking], seal: SealGroup | None = None
+    ) -> list[tuple[Tracking, bool]]:
+        if not items and seal is None:
             return []
-        return await self._submit(ops.create_trackings, list(items), weight=len(items))
+        return await self._submit(groups.create, list(items), seal, weight=max(1, len(items)))
+
+    async def seal_group(self, seal: SealGroup) -> Group | None:
+        return await self._submit(groups.seal, seal, False)
+
+    async def expire_groups(self, now: float, event: GroupEventFactory) -> list[Group]:
+        return await self._submit(groups.expire, now, event)
 
     async def record_polls(self, updates: Sequence[PollUpdate]) -> None:
         if updates:
@@ -183,7 +195,7 @@ class SqliteStore(codec.SqlShared, Store):
     async def finish(self, items: Sequence[Finish]) -> list[bool]:
         if not items:
             return []
-        return await self._submit(ops.finish, list(items), weight=len(items))
+        return await self._submit(ops.finish, list(items), groups.grouped, weight=len(items))
 
     async def claim_deliveries(
         self, destination: str, now: float, limit: int, lease_s: float

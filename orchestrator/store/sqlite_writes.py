@@ -7,7 +7,7 @@ savepoint (see ``group_commit.py``); none of them commits.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from orchestrator.store import codec, queries
 from orchestrator.store.base import (
@@ -76,13 +76,20 @@ def _record_plain(conn: sqlite3.Connection, updates: Sequence[PollUpdate]) -> No
         conn.execute(queries.record_poll_rows(len(chunk)), [v for row in chunk for v in row])
 
 
-def finish(conn: sqlite3.Connection, items: Sequence[Finish]) -> list[bool]:
+def finish(
+    conn: sqlite3.Connection,
+    items: Sequence[Finish],
+    grouped: Callable[[sqlite3.Connection, Finish, str], None] | None = None,
+) -> list[bool]:
+    """``grouped``: called, after its event, for each moved tracking in a group."""
     out: list[bool] = []
     for item in items:
-        moved = conn.execute(queries.FINISH_TRACKING, codec.finish_row(item)).rowcount == 1
-        if moved:
+        row = conn.execute(queries.FINISH_TRACKING, codec.finish_row(item)).fetchone()
+        if row is not None:
             append_event(conn, item.event)
-        out.append(moved)
+            if row[0] is not None and grouped is not None:
+                grouped(conn, item, row[0])
+        out.append(row is not None)
     return out
 
 

@@ -20,6 +20,7 @@ PATH_VALUES = {
     "function_key": "billing.sync-invoices",
     "name": "app",
     "delivery_id": "1",
+    "group": "some-group",
 }
 
 

@@ -134,6 +134,7 @@ async def test_migrations_apply_once_in_wal_mode(tmp_path: Path) -> None:
             (6, "006_work_classes.sql"),
             (7, "007_tracking_work_class.sql"),
             (8, "008_trace_context.sql"),
+            (9, "009_groups.sql"),
         ]
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("SELECT count(*) FROM trackings").fetchone()[0] == 1

@@ -23,7 +23,11 @@ def test_demo_runs_to_a_clean_summary() -> None:
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
     assert "trackings: 50 submitted, 50 reached an outcome" in out
-    assert re.search(r"events: 50 delivered, 50 verified, 0 bad signatures", out), out
+    assert re.search(
+        r"events: 51 delivered \(50 tracking, 1 group\), 51 verified, 0 bad signatures", out
+    ), out
+    # Every tracking joined the demo's group, which ended in one event.
+    assert re.search(r"group demo: completed, 50/50 members ended \(.+\); one group event", out)
     assert re.search(r"scripted scenarios ended as planned: (\d+)/\1\b", out), out
     assert "polls per tracking: mean" in out
     for outcome in ("succeeded", "failed", "cancelled", "deadline_exceeded", "not_found"):
@@ -34,7 +38,7 @@ def test_demo_runs_to_a_clean_summary() -> None:
                      r"\d+ more ended cancelled by the workspace", out), out  # fmt: skip
     # Summary lines are never cut mid-phrase (they once broke before "webhook-id").
     summary = out[out.index("trackings: 50 submitted") :].splitlines()
-    starts = ("trackings:", "events:", "polls per", "transport", "contract", "build", "cancels",
+    starts = ("trackings:", "events:", "group demo:", "polls per", "transport", "contract", "build", "cancels",
               "scripted", "time:", "not as planned", "  ")  # fmt: skip
     assert all(line.startswith(starts) or not line for line in summary), summary
 

@@ -183,3 +183,27 @@ async def test_track_takes_the_filter_fields_of_the_kinds_found_by_filter(stack:
     assert code == 10 and "field trigger_binding_id" in out, out
     code, out = await cli("track", "--help", token=None)
     assert "--trigger-binding-id" in out and "--filter-correlation-id" in out
+
+
+async def test_group_wait_exits_by_how_the_group_ended(stack: Stack) -> None:
+    ok = [await stack.script("function_job", steps((0, "Queued"), (0.3, "Completed")))
+          for _ in range(3)]  # fmt: skip
+    bad = await stack.script("function_job", steps((0, "Queued"), (0.3, "Cancelled")))
+    async with OrchestratorClient(stack.url, token=stack.token) as orch:
+        items = [{"kind": "function_job", "remote_id": j} for j in ok]
+        await orch.track_batch(items, group="cli-ok", seal=True)
+        await orch.track("function_job", bad, group="cli-bad")
+        await orch.seal_group("cli-bad")
+        stuck = await stack.script("function_job", steps((0, "Queued"), (FOREVER, "Completed")))
+        await orch.track("function_job", stuck, group="cli-late")
+        await orch.seal_group("cli-late", timeout_s=0.5)
+    code, out = await cli("group", "wait", "cli-ok", "--server", stack.url, token=stack.token)
+    assert code == 0 and "3/3 ended" in out and "succeeded 3" in out, out
+    code, out = await cli("group", "wait", "cli-bad", "--server", stack.url, token=stack.token)
+    assert code == 1 and "cancelled 1" in out, out
+    code, out = await cli("group", "wait", "cli-late", "--server", stack.url, token=stack.token)
+    assert code == 3 and "deadline_exceeded" in out, out
+    code, out = await cli("group", "show", "cli-ok", "--server", stack.url, token=stack.token)
+    assert code == 0 and "completed" in out, out
+    code, out = await cli("group", "show", "nope", "--server", stack.url, token=stack.token)
+    assert code == 10 and "404" in out, out
