@@ -38,6 +38,7 @@ from orchestrator.events.pruner import run_pruner
 from orchestrator.events.signing import signing_keys
 from orchestrator.logs import register_secret
 from orchestrator.looplag import LoopLagMonitor
+from orchestrator.memlimit import memory_limit
 from orchestrator.metrics import Metrics
 from orchestrator.runtime import Runtime
 from orchestrator.startup_summary import startup_summary
@@ -142,6 +143,7 @@ class Service:
         store = build_store(s)
         await store.open()
         metrics = Metrics()
+        metrics.memory_limit_bytes.set(memory_limit() or 0)
         metrics.preinitialise(
             [w.name for w in s.workspaces], [sink.name for sink in s.events.sinks] + ["callback"]
         )
