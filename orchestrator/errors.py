@@ -11,8 +11,9 @@
     ├── TrackingError          a caller's action does not apply to this tracking (tracker.py)
     │   ├── TrackingNotFound   no tracking has that id
     │   ├── NotAFunctionJob    only a function job can be cancelled or have its retries stopped
-    │   └── AlreadyTerminal    the tracking has ended (``outcome``)
-    │       └── EndedMeanwhile it ended while the action was being taken
+    │   ├── AlreadyTerminal    the tracking has ended (``outcome``)
+    │   │   └── EndedMeanwhile it ended while the action was being taken
+    │   └── StillLoading       the service is still loading its active trackings (503)
     ├── UnknownWorkspace       no workspace of that name is configured
     └── ApiProblem             an RFC 9457 problem the HTTP API answers with (4xx/5xx)
 
@@ -86,6 +87,10 @@ class EndedMeanwhile(AlreadyTerminal):
 
     def __init__(self) -> None:
         super().__init__(None, self.__doc__)
+
+
+class StillLoading(TrackingError):
+    """The service is still loading its active trackings; retry in a moment."""
 
 
 class UnknownWorkspace(OrchestratorError):

@@ -284,18 +284,30 @@ class Book:
     # -- taking work on ---------------------------------------------------------------
 
     def adopt(
-        self, t: Tracking, to_mono: float, work_class: str | None = None
+        self,
+        t: Tracking,
+        to_mono: float,
+        work_class: str | None = None,
+        resumed_delay: float | None = None,
     ) -> tuple[Entry, float] | None:
         """A new entry for active tracking ``t`` (new, resumed or claimed), not yet
         scheduled, and the earliest time (monotonic) to read it; None if held already.
 
         ``to_mono`` turns wall-clock times into monotonic ones (monotonic minus wall);
-        ``work_class`` is the intake's hint of the work's class.
+        ``work_class`` is the intake's hint of the work's class; ``resumed_delay``, the
+        delay a resumed one's backoff goes on from (as ``first_read`` will be given).
         """
         if t.tracking_id in self.entries or t.state != "active":
             return None
         adopted = self._handlers[t.kind].adopt(t, self._clients[t.workspace])
-        entry = Entry(t, t.deadline_at + to_mono, work_class, adopted.fingerprint, adopted.digest)
+        entry = Entry(
+            t,
+            t.deadline_at + to_mono,
+            work_class,
+            adopted.fingerprint,
+            adopted.digest,
+            resumed_delay,
+        )
         entry.kind_state = adopted.state
         self._add(entry)
         not_before = adopted.not_before
@@ -308,7 +320,8 @@ class Book:
         one's backoff goes on from; None for new work)."""
         if resumed_delay is not None:
             entry.resumed = True
-            entry.state = entry.state._replace(delay=resumed_delay)
+            if entry.state.delay != resumed_delay:
+                entry.state = entry.state._replace(delay=resumed_delay)
         self.schedule(entry, due, reason)
 
     def first_read_done(self, entry: Entry) -> None:
@@ -379,12 +392,12 @@ class Book:
     def _add(self, entry: Entry) -> None:
         self.entries[entry.tracking_id] = entry
         self._held[entry.workspace] += 1
-        self._poll_metrics.active(entry.workspace, entry.kind).inc()
+        self._poll_metrics.held(entry.workspace, entry.kind, 1)
 
     def _remove(self, entry: Entry) -> None:
         if self.entries.pop(entry.tracking_id, None) is None:
             return
         self._held[entry.workspace] -= 1
-        self._poll_metrics.active(entry.workspace, entry.kind).dec()
+        self._poll_metrics.held(entry.workspace, entry.kind, -1)
         self.first_read_done(entry)  # ended (abandoned, expired) before its first read
         entry.ticket += 1

@@ -14,6 +14,7 @@ import functools
 import logging
 import random
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import anyio
 
@@ -40,6 +41,15 @@ from orchestrator.workspace.client import WorkspaceClient
 from orchestrator.workspace.enums import keep_enums_fresh
 
 log = logging.getLogger("orchestrator.engine")
+
+
+@dataclass
+class LoadProgress:
+    """How far the start-up load of the active trackings is (``/readyz``, metrics)."""
+
+    loaded: int = 0
+    total: int = 0
+    done: bool = False
 
 
 class Engine:
@@ -122,24 +132,28 @@ class Engine:
             reason = NextPollReason.FIRST_READ if planned is None else NextPollReason.ADAPTIVE
             self.book.first_read(entry, max(due, due_floor), reason, resumed_delay=None)
 
-    async def resume(self, store: ActiveSource, page_size: int = 500) -> int:
+    async def resume(
+        self, store: ActiveSource, chunk: int = 2000, progress: LoadProgress | None = None
+    ) -> int:
         """Resume every active tracking after a restart; returns how many.
 
-        Rows are read a page at a time and kept only as compact entries (a restart's
+        Rows come a chunk at a time and are kept only as compact entries (a restart's
         peak memory stays near steady state). First reads are spread over the longer
         of the initial delay and what the workspace's rate limit needs for all of them,
-        planned from the counts, so pollers read the first pages while later ones load.
+        planned from the counts, in the order the rows come: the first loaded are due
+        first. ``progress`` counts what is loaded, for /readyz and the metrics.
         """
         rates = {ws: c.cfg.max_requests_per_second for ws, c in self.clients.items()}
-        plans = plan_resume(await store.active_counts(), rates, self.polling)
+        counts = await store.active_counts()
+        plans = plan_resume(counts, rates, self.polling)
+        progress = progress or LoadProgress()
+        progress.total = sum(counts.values())
         pending = self.book.pending
         for ws, counted in plans.items():
             pending.add(ws, counted.count)
         now = self.clock.monotonic()
         count = 0
-        after: str | None = None
-        while page := await store.load_active(after, page_size):
-            after = page[-1].tracking_id
+        async for page in store.active_chunks(chunk):
             count += len(page)
             to_mono = self._mono_offset()
             for t in page:
@@ -150,8 +164,8 @@ class Engine:
                         extra={"fields": {"tracking_id": t.tracking_id, "workspace": t.workspace}},
                     )
                     continue
-                made = self.book.adopt(t, to_mono)
-                if made is None:
+                made = self.book.adopt(t, to_mono, resumed_delay=plan.seeded)
+                if made is None:  # held already: taken by intake while loading
                     continue
                 entry, due_floor = made
                 if plan.placed >= plan.count:  # more than counted: spread past the window
@@ -160,9 +174,12 @@ class Engine:
                 self.book.first_read(
                     entry, due, NextPollReason.FIRST_READ, resumed_delay=plan.seeded
                 )
+            progress.loaded = count
+            await asyncio.sleep(0)  # the API answers between chunks
         for ws, left in plans.items():
             if left.placed < left.count:  # counted, then gone before its page
                 pending.add(ws, left.placed - left.count)
+        progress.total = max(progress.total, count)
         return count
 
     # -- polling ------------------------------------------------------------

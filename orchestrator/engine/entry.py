@@ -77,6 +77,7 @@ class Entry:
         work_class: str | None = None,
         fingerprint: str = "",
         digest: bytes | None = None,
+        delay: float | None = None,
     ) -> None:
         self.tracking_id = t.tracking_id
         # Every row read back from the store brings its own copy of these few
@@ -97,23 +98,25 @@ class Entry:
         self.reason = NextPollReason.FIRST_READ  # why the next read is due when it is
         self.kind_state: object = None  # the kind handler's own state (its ``adopt``)
         work_class = work_class or t.work_class
+        # Positional: a third of the cost of keywords, once per entry (a resume makes
+        # a million).
         self.state = PollState(
-            polls=t.polls,
-            last_polled_at=t.last_polled_at,
-            remote_status=t.remote_status,
-            fingerprint=fingerprint,
-            digest=digest,
-            last_error=t.last_error,
-            delay=None,
-            not_found_count=0,
-            not_found_since=0.0,
-            anomaly=None,
-            summary=None,
-            deadline=t.deadline_at,
-            deadline_mono=deadline_mono,
-            deadline_source=t.deadline_source,
-            work_class=None if work_class is None else sys.intern(work_class),
-            started=t.created_at if t.work_started_at is None else t.work_started_at,
+            t.polls,
+            t.last_polled_at,
+            t.remote_status,
+            fingerprint,
+            digest,
+            t.last_error,
+            delay,
+            0,  # not_found_count
+            0.0,  # not_found_since
+            None,  # anomaly
+            None,  # summary
+            t.deadline_at,
+            deadline_mono,
+            t.deadline_source,
+            None if work_class is None else sys.intern(work_class),
+            t.created_at if t.work_started_at is None else t.work_started_at,
         )
 
     @property

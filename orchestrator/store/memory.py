@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 
 from orchestrator.errors import StoreError
 from orchestrator.store import codec
@@ -24,6 +24,7 @@ from orchestrator.store.base import (
     TrackingQuery,
     WorkClassMerge,
     WorkClassSummary,
+    paged_active,
 )
 from orchestrator.vocabulary import TrackingState
 
@@ -68,6 +69,9 @@ class MemoryStore(MemoryLog, Store):
         self._read()
         active = (t for t in self._trackings.values() if t.state == TrackingState.ACTIVE)
         return dict(Counter(t.workspace for t in active))
+
+    def active_chunks(self, size: int) -> AsyncIterator[list[Tracking]]:
+        return paged_active(self, size)
 
     async def load_active(
         self, after: str | None = None, limit: int | None = None

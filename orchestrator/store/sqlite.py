@@ -14,7 +14,7 @@ import fcntl
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, TypeVarTuple
 
@@ -36,6 +36,7 @@ from orchestrator.store.base import (
 )
 from orchestrator.store.group_commit import GroupCommitWriter, is_unavailable
 from orchestrator.store.schema import migrate_sqlite
+from orchestrator.store.sqlite_scan import active_chunks as _scan_active
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 CACHE_KIB = 32_768
@@ -206,6 +207,11 @@ class SqliteStore(codec.SqlShared, Store):
 
     async def prune(self, before: float, batch: int) -> int:
         return await self._submit(ops.prune, before, batch, weight=max(1, batch))
+
+    def active_chunks(self, size: int) -> AsyncIterator[list[Tracking]]:
+        if self._reader is None:
+            raise StoreUnavailable("store is closed")
+        return _scan_active(self.path, size, BUSY_TIMEOUT_MS / 1000)
 
     async def _fetch(self, sql: str, *params: Any) -> list[Any]:
         if self._reader is None:
