@@ -23,6 +23,7 @@ from orchestrator.clock import Clock
 from orchestrator.config import Settings
 from orchestrator.engine.book import Book, plan_resume
 from orchestrator.engine.cancel import CancelAnswer, cancel
+from orchestrator.engine.counters import UnsavedCounters
 from orchestrator.engine.decision import End, ReadAt, Report, StoreDeadline, Write, decide, jittered
 from orchestrator.engine.entry import Entry
 from orchestrator.engine.learner import Learner
@@ -94,6 +95,8 @@ class Engine:
         self.finisher = Finisher(
             self.writer, events, self.poll_metrics, clock, self.book, lambda: self.stopping
         )
+        # Counters of reads that changed nothing: written a checkpoint later.
+        self.unsaved = UnsavedCounters(self.writer, self.book.entries, lambda: -self._mono_offset())
         self.stoppers = {  # one per workspace: each remembers the stops it saw accepted
             ws: RetryStopper(client, functools.partial(self.poll_metrics.admin_request, ws))
             for ws, client in clients.items()
@@ -225,11 +228,13 @@ class Engine:
                     }},
                 )  # fmt: skip
         entry.state = d.state
+        written = False
         for effect in d.effects:
             match effect:
                 case ReadAt(due, reason):
                     self.book.schedule(entry, due, reason)
                 case Write(remote, changed, status_event):
+                    written = True
                     event = None
                     if status_event:
                         shown = entry.to_tracking(remote=j.remote, last_polled_at=now_w)
@@ -237,13 +242,20 @@ class Engine:
                     next_at = self._to_wall(entry.due)
                     self.writer.add(entry.update(now_w, remote, changed, next_at, event))
                 case StoreDeadline():
+                    written = True
                     self.writer.add(entry.update(now_w, None, False, now_w, deadline_moved=True))
                 case Report(snapshot, occurrence):
+                    written = True
                     shown = entry.to_tracking(remote=snapshot, last_polled_at=now_w)
                     reported = self.events.occurrence(shown, occurrence, now_w)
                     self.writer.add(entry.update(now_w, snapshot, True, now_w, reported))
                 case End():
                     await self._finish(entry, j, effect, now_w)
+                    return  # the terminal write carries the counters
+        if written:
+            self.unsaved.written(entry)
+        else:
+            self.unsaved.read(entry)
 
     async def _finish(self, entry: Entry, j: Judgement, end: End, now_w: float) -> None:
         result = end.result
@@ -318,6 +330,7 @@ class Engine:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._poll_all, name="pollers")
             tg.start_soon(self.writer.run, name="engine-writer")
+            tg.start_soon(self.unsaved.run, self._stop, name="counter-checkpoints")
             tg.start_soon(self.learner.run, self.store, self._stop, name="adaptive-flush")
             tg.start_soon(
                 keep_enums_fresh,
@@ -354,6 +367,7 @@ class Engine:
                 await self._pollers_done.wait()
         if self.finisher.tasks:
             await asyncio.wait(list(self.finisher.tasks))
-        await self.writer.checkpoint(list(self.entries.values()), -self._mono_offset())
+        # Only what was read since the last checkpoint: the rest is in the store already.
+        await self.unsaved.flush()
         await self.learner.flush(self.store)
         self.writer.close()
