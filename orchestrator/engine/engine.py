@@ -21,13 +21,14 @@ import anyio
 from orchestrator import tracing
 from orchestrator.clock import Clock
 from orchestrator.config import Settings
-from orchestrator.engine.book import Book, plan_resume
+from orchestrator.engine.book import Book
 from orchestrator.engine.cancel import CancelAnswer, cancel
 from orchestrator.engine.counters import UnsavedCounters
 from orchestrator.engine.decision import End, ReadAt, Report, StoreDeadline, Write, decide, jittered
 from orchestrator.engine.entry import Entry
 from orchestrator.engine.learner import Learner
 from orchestrator.engine.poll_metrics import PollMetrics
+from orchestrator.engine.resume_plan import plan_resume
 from orchestrator.engine.writer import EngineWriter, Finisher, abandoned_result
 from orchestrator.events.bus import EventBus
 from orchestrator.events.cloudevents import EventFactory
@@ -158,25 +159,7 @@ class Engine:
         count = 0
         async for page in store.active_chunks(chunk):
             count += len(page)
-            to_mono = self._mono_offset()
-            for t in page:
-                plan = plans.get(t.workspace)
-                if plan is None:
-                    log.error(
-                        "tracking of an unconfigured workspace left as is",
-                        extra={"fields": {"tracking_id": t.tracking_id, "workspace": t.workspace}},
-                    )
-                    continue
-                made = self.book.adopt(t, to_mono, resumed_delay=plan.seeded)
-                if made is None:  # held already: taken by intake while loading
-                    continue
-                entry, due_floor = made
-                if plan.placed >= plan.count:  # more than counted: spread past the window
-                    pending.add(t.workspace, 1)
-                due = max(now + plan.place(self.rng), due_floor)
-                self.book.first_read(
-                    entry, due, NextPollReason.FIRST_READ, resumed_delay=plan.seeded
-                )
+            self.book.resume(page, plans, now, self._mono_offset(), self.rng)
             progress.loaded = count
             await asyncio.sleep(0)  # the API answers between chunks
         for ws, left in plans.items():
