@@ -113,7 +113,7 @@ class Entry:
                 t.polls,
                 t.last_polled_at,
                 sys.intern(status) if type(status) is str else status,  # remote_status
-                fingerprint,
+                sys.intern(fingerprint),  # one per state, however many trackings are in it
                 digest,
                 t.last_error,
                 delay,
