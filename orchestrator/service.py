@@ -20,7 +20,7 @@ import signal
 import socket
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -44,12 +44,13 @@ from orchestrator.metrics import Metrics
 from orchestrator.runtime import Runtime
 from orchestrator.startup_summary import startup_summary
 from orchestrator.store.base import Store
-from orchestrator.store.pg_connections import Listener
-from orchestrator.store.postgres import PostgresStore
 from orchestrator.store.sqlite import SqliteStore
 from orchestrator.tracker import Tracker
 from orchestrator.workspace.client import WorkspaceClient, workspace_client
 from orchestrator.workspace.enums import refresh_enums
+
+if TYPE_CHECKING:
+    from orchestrator.store.pg_connections import Listener
 
 log = logging.getLogger("orchestrator.service")
 
@@ -89,6 +90,8 @@ def build_store(settings: Settings) -> Store:
     """PostgreSQL when ``store.url`` is set (several replicas), else the SQLite file."""
     s = settings.store
     if s.url:
+        from orchestrator.store.postgres import PostgresStore  # asyncpg: only when used
+
         return PostgresStore(
             s.url,
             replica_id=replica_id(settings),
@@ -119,6 +122,27 @@ async def _resume(engine: Engine, store: Store, progress: LoadProgress) -> int:
     finally:
         gc.enable()
         gc.freeze()
+
+
+def _store_listener(
+    store: Store, deliveries: DeliveryService, replica: Replica, metrics: Metrics
+) -> Listener | None:
+    """The LISTEN connection of a PostgreSQL store (asyncpg is imported for it alone)."""
+    if not store.shares_work:
+        return None
+    from orchestrator.store.pg_connections import Listener
+    from orchestrator.store.postgres import PostgresStore
+
+    if not isinstance(store, PostgresStore):
+        return None
+
+    def notified(payload: str) -> None:
+        if payload == "sinks":
+            deliveries.sinks_changed()
+        else:
+            replica.notified(payload)
+
+    return Listener(store.connect_kwargs, notified, metrics.store_listener_up.set)
 
 
 class Service:
@@ -312,18 +336,8 @@ class Service:
         replica = runtime.replica
         assert replica is not None
         spawn("replica", replica.run(side_stop))
-        store = runtime.store
-        if isinstance(store, PostgresStore):
-
-            def notified(payload: str) -> None:
-                if payload == "sinks":
-                    deliveries.sinks_changed()
-                else:
-                    replica.notified(payload)
-
-            listener = Listener(
-                store.connect_kwargs, notified, runtime.metrics.store_listener_up.set
-            )
+        listener = _store_listener(runtime.store, deliveries, replica, runtime.metrics)
+        if listener is not None:
             spawn("store-listener", listener.run(side_stop))
 
         if on_ready is not None:
