@@ -22,8 +22,9 @@ from orchestrator.engine.writer import EngineWriter
 
 # A SIGKILL loses at most the counters of reads made within this (docs/operations.md).
 CHECKPOINT_S = 5.0
-# Entries written between two turns of the loop: 5,000 updates hold it about 15 ms.
-_TURN = 5000
+# Entries sent between two turns of the loop: a checkpoint of 10,000 in one go held
+# reads back (quick profile: lateness p99 0.22 s at half saturation, against 0.01 s).
+_TURN = 500
 
 
 class UnsavedCounters:

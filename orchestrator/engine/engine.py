@@ -10,6 +10,7 @@ retry-chain stop that a caller asked for.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import random
@@ -157,11 +158,14 @@ class Engine:
             pending.add(ws, counted.count)
         now = self.clock.monotonic()
         count = 0
-        async for page in store.active_chunks(chunk):
-            count += len(page)
-            self.book.resume(page, plans, now, self._mono_offset(), self.rng)
-            progress.loaded = count
-            await asyncio.sleep(0)  # the API answers between chunks
+        # Closed however the load ends (a stop while starting cancels it): the reading
+        # thread is told at once, not when the generator is collected.
+        async with contextlib.aclosing(store.active_chunks(chunk)) as pages:
+            async for page in pages:
+                count += len(page)
+                self.book.resume(page, plans, now, self._mono_offset(), self.rng)
+                progress.loaded = count
+                await asyncio.sleep(0)  # the API answers between chunks
         for ws, left in plans.items():
             if left.placed < left.count:  # counted, then gone before its page
                 pending.add(ws, left.placed - left.count)

@@ -35,7 +35,7 @@ import logging
 import math
 import time
 from collections import Counter, deque
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from orchestrator.aio import bounded
@@ -108,7 +108,7 @@ class ClaimedBatch:
         rows = [t for t in self._rows if after is None or t.tracking_id > after]
         return rows if limit is None else rows[:limit]
 
-    def active_chunks(self, size: int) -> AsyncIterator[list[Tracking]]:
+    def active_chunks(self, size: int) -> AsyncGenerator[list[Tracking], None]:
         return paged_active(self, size)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Container, Iterable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Container, Iterable, Sequence
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -295,7 +295,7 @@ class SqlShared:
             tracking(row) for row in await self._fetch(self._q.ACTIVE_TRACKINGS, after or "", size)
         ]
 
-    def active_chunks(self, size: int) -> AsyncIterator[list[Tracking]]:
+    def active_chunks(self, size: int) -> AsyncGenerator[list[Tracking], None]:
         return paged_active(self, size)
 
     async def active_counts(self) -> dict[str, int]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 
 from orchestrator.errors import StoreError
 from orchestrator.store import codec
@@ -70,7 +70,7 @@ class MemoryStore(MemoryLog, Store):
         active = (t for t in self._trackings.values() if t.state == TrackingState.ACTIVE)
         return dict(Counter(t.workspace for t in active))
 
-    def active_chunks(self, size: int) -> AsyncIterator[list[Tracking]]:
+    def active_chunks(self, size: int) -> AsyncGenerator[list[Tracking], None]:
         return paged_active(self, size)
 
     async def load_active(

@@ -14,7 +14,7 @@ import fcntl
 import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, TypeVarTuple
 
@@ -208,7 +208,7 @@ class SqliteStore(codec.SqlShared, Store):
     async def prune(self, before: float, batch: int) -> int:
         return await self._submit(ops.prune, before, batch, weight=max(1, batch))
 
-    def active_chunks(self, size: int) -> AsyncIterator[list[Tracking]]:
+    def active_chunks(self, size: int) -> AsyncGenerator[list[Tracking], None]:
         if self._reader is None:
             raise StoreUnavailable("store is closed")
         return _scan_active(self.path, size, BUSY_TIMEOUT_MS / 1000)

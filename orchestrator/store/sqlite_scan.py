@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
@@ -30,7 +30,7 @@ _Item = list[Tracking] | BaseException | None
 
 async def active_chunks(
     path: Path, size: int, busy_timeout_s: float
-) -> AsyncIterator[list[Tracking]]:
+) -> AsyncGenerator[list[Tracking], None]:
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[_Item] = asyncio.Queue(maxsize=AHEAD)
     given_up = threading.Event()
