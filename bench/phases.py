@@ -57,6 +57,8 @@ class Params:
     # adaptive polling beside the backoff: jobs of the class mix, arriving over a span
     adaptive_jobs: int = 1000
     adaptive_arrive_s: float = 40.0
+    # the million profile: the trackings of the service it compares a stop with
+    small: int = 10_000
 
 
 PROFILES = {
@@ -81,6 +83,8 @@ PROFILES = {
     # bench/replicas_phase.py: 1, 2 and 3 replicas on one PostgreSQL, beside SQLite. 3,000:
     # at 10,000 the three replicas at half saturation read late (p99 2.4 s; performance.md).
     "replicas": Params("replicas", 3_000, 0, 64, 1.0, 6.0, 8.0, 5_000, 400, 0.5),
+    # bench/million_phase.py: intake, settle, SIGTERM and restart at 1,000,000 (not in CI).
+    "million": Params("million", 1_000_000, 0, 64, 0.0, 0.0, 0.0, 5_000, 0, 0.0),
 }
 
 

@@ -5,7 +5,8 @@
 Profiles: ``smoke`` (300 trackings, seconds, for the test suite), ``quick``
 (10,000, under a minute), ``full`` (100,000, a few minutes), ``replicas``
 (1, 2 and 3 replicas on a PostgreSQL cluster it starts, against SQLite: see
-bench/replicas_phase.py; not run in CI). Every process is
+bench/replicas_phase.py; not run in CI), ``million`` (1,000,000 trackings taken in,
+settled, stopped and started again: bench/million_phase.py; not run in CI). Every process is
 real: the simulator, the two bare loops and each ``orchestrator serve`` run in
 their own processes; the sink runs in this one. docs/performance.md says how
 each figure is measured; bench/runs.csv holds the recorded runs, one row each.
@@ -35,6 +36,7 @@ import uvloop
 from bench import history
 from bench.adaptive_phase import adaptive
 from bench.events_phase import events
+from bench.million_phase import million_profile, million_table, million_targets
 from bench.phases import PROFILES, Params, bulk_jobs, throughput
 from bench.procs import REPO, Simulator, kill_spawned
 from bench.replicas_phase import replicas_profile, replicas_table
@@ -69,11 +71,15 @@ async def bench(p: Params, workdir: Path) -> dict[str, Any]:
         try:
             phases: dict[str, float] = {}
             mark = time.monotonic()
-            ids = await bulk_jobs(session, sim.url, p.trackings)
+            extra = p.small if p.name == "million" else 0
+            ids = await bulk_jobs(session, sim.url, p.trackings + extra)
             phases["setup"], mark = time.monotonic() - mark, time.monotonic()
-            if p.name == "replicas":
-                report.update(await replicas_profile(session, sim, ids, p, workdir))
+            if p.name in ("replicas", "million"):
+                profile = replicas_profile if p.name == "replicas" else million_profile
+                report.update(await profile(session, sim, ids, p, workdir))
                 report["elapsed_s"] = time.monotonic() - started
+                if p.name == "million":
+                    report["targets"] = million_targets(report)
                 return report
             report.update(await throughput(session, sim, ids, p, workdir))
             phases["orchestrator"], mark = time.monotonic() - mark, time.monotonic()
@@ -219,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         args.out.write_bytes(
             orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
         )
-    print(replicas_table(report) if args.profile == "replicas" else table(report))
+    tables = {"replicas": replicas_table, "million": million_table}
+    print(tables.get(args.profile, table)(report))
     if args.record is not None:
         commit = subprocess.run(
             ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],

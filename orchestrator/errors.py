@@ -11,8 +11,9 @@
     ├── TrackingError          a caller's action does not apply to this tracking (tracker.py)
     │   ├── TrackingNotFound   no tracking has that id
     │   ├── NotAFunctionJob    only a function job can be cancelled or have its retries stopped
-    │   └── AlreadyTerminal    the tracking has ended (``outcome``)
-    │       └── EndedMeanwhile it ended while the action was being taken
+    │   ├── AlreadyTerminal    the tracking has ended (``outcome``)
+    │   │   └── EndedMeanwhile it ended while the action was being taken
+    │   └── StillLoading       the service is still loading its active trackings (503)
     ├── GroupError             a group refuses what was asked
     │   ├── GroupSealed        a new member for a sealed or ended group: nothing was written
     │   └── GroupNotFound      no group has that name
@@ -105,6 +106,10 @@ class GroupSealed(GroupError):
 
 class GroupNotFound(GroupError):
     """No group has that name."""
+
+
+class StillLoading(TrackingError):
+    """The service is still loading its active trackings; retry in a moment."""
 
 
 class UnknownWorkspace(OrchestratorError):

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+)
 
 from orchestrator.loopmetrics import LoopCounter, LoopHistogram
 from orchestrator.vocabulary import (
@@ -36,6 +44,11 @@ LOOP_LAG_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = r = registry if registry is not None else CollectorRegistry()
+        # process_* (memory, CPU, open files), python_info and python_gc_*: 0.1 ms of
+        # a scrape's 7 ms at the contract's series (measured, prometheus-client 0.26).
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        GCCollector(registry=r)
 
         def counter(name: str, doc: str, *labels: str) -> Counter:
             return Counter(f"orchestrator_{name}", doc, labels, registry=r)
@@ -190,6 +203,16 @@ class Metrics:
             "api_waits", "Server-side waits (?wait=S) currently held open by callers."
         )
         self.ready = gauge("ready", "1 when the service is ready (store writable, not draining).")
+        self.memory_limit_bytes = gauge(
+            "memory_limit_bytes",
+            "The memory limit of the process's cgroup (its container's limit); 0: none found.",
+        )
+        self.resume_loaded = gauge(
+            "resume_loaded", "Active trackings loaded from the store since start-up."
+        )
+        self.resume_expected = gauge(
+            "resume_expected", "Active trackings the start-up load counted to load."
+        )
         # Several replicas on one PostgreSQL store (contract section 9).
         self.replica_leases = gauge(
             "replica_leases", "Trackings this replica holds under a lease.", "workspace"

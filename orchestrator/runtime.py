@@ -15,6 +15,7 @@ from aiohttp import web
 if TYPE_CHECKING:
     from orchestrator.clock import Clock
     from orchestrator.config import Settings
+    from orchestrator.engine.engine import LoadProgress
     from orchestrator.engine.replica import Replica
     from orchestrator.events.bus import EventBus
     from orchestrator.events.delivery import DeliveryService
@@ -35,6 +36,8 @@ class Runtime:
     tracker: Tracker | None = None
     deliveries: DeliveryService | None = None
     replica: Replica | None = None  # its leases and peers, for /readyz
+    # The start-up load of the active trackings (None: nothing to load, as in tests).
+    loading: LoadProgress | None = None
     draining: bool = False
     failed_tasks: list[str] = field(default_factory=list)
 

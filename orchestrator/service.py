@@ -1,7 +1,8 @@
 """The composition root of ``orchestrator serve``: build, run, drain.
 
-Start-up: open the store (migrations, lock), read each workspace's enums,
-resume every active tracking, then listen. Every background task is named and
+Start-up: open the store (migrations, lock), listen (liveness, metrics and
+intake answer from then on; readiness says "loading"), read each workspace's
+enums, load every active tracking, then poll and be ready. Every background task is named and
 supervised: one that dies is logged, takes the service to not-ready and stops
 it with exit code 1. Shutdown has three phases: stop intake and claiming; let
 in-flight reads and deliveries finish within the grace period; cancel what is
@@ -19,7 +20,7 @@ import signal
 import socket
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -28,7 +29,7 @@ from orchestrator.api.app import create_app
 from orchestrator.clock import SystemClock
 from orchestrator.config import Settings, api_tokens, split_listen
 from orchestrator.engine.cancel import HeldElsewhere
-from orchestrator.engine.engine import Engine
+from orchestrator.engine.engine import Engine, LoadProgress
 from orchestrator.engine.replica import Replica
 from orchestrator.errors import ConfigError, ListenError
 from orchestrator.events.bus import EventBus
@@ -39,16 +40,18 @@ from orchestrator.events.signing import signing_keys
 from orchestrator.group_deadlines import run_group_deadlines
 from orchestrator.logs import register_secret
 from orchestrator.looplag import LoopLagMonitor
+from orchestrator.memlimit import memory_limit
 from orchestrator.metrics import Metrics
 from orchestrator.runtime import Runtime
 from orchestrator.startup_summary import startup_summary
 from orchestrator.store.base import Store
-from orchestrator.store.pg_connections import Listener
-from orchestrator.store.postgres import PostgresStore
 from orchestrator.store.sqlite import SqliteStore
 from orchestrator.tracker import Tracker
 from orchestrator.workspace.client import WorkspaceClient, workspace_client
 from orchestrator.workspace.enums import refresh_enums
+
+if TYPE_CHECKING:
+    from orchestrator.store.pg_connections import Listener
 
 log = logging.getLogger("orchestrator.service")
 
@@ -88,6 +91,8 @@ def build_store(settings: Settings) -> Store:
     """PostgreSQL when ``store.url`` is set (several replicas), else the SQLite file."""
     s = settings.store
     if s.url:
+        from orchestrator.store.postgres import PostgresStore  # asyncpg: only when used
+
         return PostgresStore(
             s.url,
             replica_id=replica_id(settings),
@@ -103,7 +108,7 @@ def build_store(settings: Settings) -> Store:
     )
 
 
-async def _resume(engine: Engine, store: Store) -> int:
+async def _resume(engine: Engine, store: Store, progress: LoadProgress) -> int:
     """Resume without the cyclic collector, then freeze what was resumed.
 
     The resumed entries are allocated in one go and live long: collecting
@@ -114,10 +119,31 @@ async def _resume(engine: Engine, store: Store) -> int:
     # 100,000 entries: resume CPU 1.1 s, not 1.5 s; a full collection after it 0, not 0.09 s.
     gc.disable()
     try:
-        return await engine.resume(store)
+        return await engine.resume(store, progress=progress)
     finally:
         gc.enable()
         gc.freeze()
+
+
+def _store_listener(
+    store: Store, deliveries: DeliveryService, replica: Replica, metrics: Metrics
+) -> Listener | None:
+    """The LISTEN connection of a PostgreSQL store (asyncpg is imported for it alone)."""
+    if not store.shares_work:
+        return None
+    from orchestrator.store.pg_connections import Listener
+    from orchestrator.store.postgres import PostgresStore
+
+    if not isinstance(store, PostgresStore):
+        return None
+
+    def notified(payload: str) -> None:
+        if payload == "sinks":
+            deliveries.sinks_changed()
+        else:
+            replica.notified(payload)
+
+    return Listener(store.connect_kwargs, notified, metrics.store_listener_up.set)
 
 
 class Service:
@@ -143,6 +169,7 @@ class Service:
         store = build_store(s)
         await store.open()
         metrics = Metrics()
+        metrics.memory_limit_bytes.set(memory_limit() or 0)
         metrics.preinitialise(
             [w.name for w in s.workspaces], [sink.name for sink in s.events.sinks] + ["callback"]
         )
@@ -151,18 +178,13 @@ class Service:
         runner: web.AppRunner | None = None
         engine_task: asyncio.Task[None] | None = None
         clients: dict[str, WorkspaceClient] = {}
+        own_signals = False
+        loop = asyncio.get_running_loop()
         try:
             for w in s.workspaces:
                 token = os.environ.get(w.token_env) or None
                 clients[w.name] = workspace_client(w, token, clock, replica_id(s))
             engine = Engine(s, store, clock, metrics, bus, EventFactory(s.events), clients)
-            await refresh_enums(clients, metrics)
-            # Every active tracking is loaded before the pollers start: pages read
-            # by aiosqlite's thread while a busy loop holds the GIL crawl. A shared
-            # store's work comes through the replica's claims instead.
-            resumed = 0 if store.shares_work else await _resume(engine, store)
-            engine_task = asyncio.create_task(engine.run(), name="engine")
-            log.info("resumed active trackings", extra={"fields": {"count": resumed}})
             deliveries = DeliveryService(
                 store, s.events, metrics, clock, bus, keys=self.signing_keys
             )
@@ -180,6 +202,9 @@ class Service:
             elsewhere = None
             if store.shares_work:
                 elsewhere = HeldElsewhere(clients, engine.finisher, engine.poll_metrics)
+            progress = LoadProgress()
+            metrics.resume_loaded.set_function(lambda: progress.loaded)
+            metrics.resume_expected.set_function(lambda: progress.total)
             runtime = Runtime(
                 settings=s,
                 store=store,
@@ -187,29 +212,39 @@ class Service:
                 metrics=metrics,
                 bus=bus,
                 api_tokens=self.tokens,
-                tracker=Tracker(engine, store, metrics, elsewhere),
+                tracker=Tracker(engine, store, metrics, elsewhere, lambda: not progress.done),
                 deliveries=deliveries,
                 replica=replica,
+                loading=progress,
             )
-            app = create_app(runtime)
-            runner = web.AppRunner(app, access_log=None, handle_signals=False)
-            await runner.setup()
-            host, port = split_listen(s.server.listen)
-            site = web.TCPSite(runner, host, port, reuse_address=True)
-            try:
-                await site.start()
-            except OSError as exc:
-                raise ListenError(
-                    f"server.listen: cannot listen on {host}:{port}: {exc.strerror or exc}"
-                ) from None
-            addresses = runner.addresses  # the port bound, when server.listen asks for 0
-            self.port = addresses[0][1] if addresses else port
-            metrics.ready.set(1)
-            api_url = f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
-            message, fields = startup_summary(s, api_url, self.signing_keys, self.simulator_url)
-            log.info("%s", message, extra={"fields": fields})
-            await self._supervise(runtime, engine, engine_task, deliveries, lag, on_ready)
+            # Listen first: liveness, metrics and intake answer while the active
+            # trackings load; readiness says how far the load is.
+            runner = await self._listen(runtime)
+            # Signal handlers can only be set from the main thread; an embedding
+            # application running us elsewhere calls request_stop() instead.
+            own_signals = threading.current_thread() is threading.main_thread()
+            if own_signals:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.add_signal_handler(sig, self.stop_requested.set)
+            # Every active tracking is loaded before the pollers start (intake made
+            # meanwhile is adopted at once). A shared store's work comes through the
+            # replica's claims instead. A stop meanwhile ends the start-up: nothing
+            # was polled, so nothing is left to write.
+            started = await self._until_stop(refresh_enums(clients, metrics)) and (
+                store.shares_work or await self._until_stop(_resume(engine, store, progress))
+            )
+            if started:
+                progress.done = True
+                engine_task = asyncio.create_task(engine.run(), name="engine")
+                log.info("resumed active trackings", extra={"fields": {"count": progress.loaded}})
+                metrics.ready.set(1)
+                await self._supervise(runtime, engine, engine_task, deliveries, lag, on_ready)
+            else:
+                log.info("stopped while starting", extra={"fields": {"loaded": progress.loaded}})
         finally:
+            if own_signals:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.remove_signal_handler(sig)
             if engine_task is not None and not engine_task.done():  # start-up failed
                 engine_task.cancel()
                 await asyncio.wait([engine_task])
@@ -221,6 +256,43 @@ class Service:
             await asyncio.to_thread(tracing.stop)  # the spans still buffered go out
         log.info("stopped", extra={"fields": {"failed": self.failed}})
         return 1 if self.failed else 0
+
+    async def _listen(self, runtime: Runtime) -> web.AppRunner:
+        s = self.settings
+        app = create_app(runtime)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        host, port = split_listen(s.server.listen)
+        site = web.TCPSite(runner, host, port, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise ListenError(
+                f"server.listen: cannot listen on {host}:{port}: {exc.strerror or exc}"
+            ) from None
+        addresses = runner.addresses  # the port bound, when server.listen asks for 0
+        self.port = addresses[0][1] if addresses else port
+        api_url = f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
+        message, fields = startup_summary(s, api_url, self.signing_keys, self.simulator_url)
+        log.info("%s", message, extra={"fields": fields})
+        return runner
+
+    async def _until_stop(self, step: Awaitable[Any]) -> bool:
+        """Run a start-up step unless a stop comes first (then it is cancelled): False."""
+        task = asyncio.ensure_future(step)
+        stop = asyncio.ensure_future(self.stop_requested.wait())
+        try:
+            await asyncio.wait([task, stop], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not task.done():
+                task.cancel()
+                await asyncio.wait([task])
+        if task.cancelled():
+            return False
+        task.result()  # a failed step fails the start-up
+        return True
 
     async def _supervise(
         self,
@@ -270,32 +342,17 @@ class Service:
         replica = runtime.replica
         assert replica is not None
         spawn("replica", replica.run(side_stop))
-        store = runtime.store
-        if isinstance(store, PostgresStore):
-
-            def notified(payload: str) -> None:
-                if payload == "sinks":
-                    deliveries.sinks_changed()
-                else:
-                    replica.notified(payload)
-
-            listener = Listener(
-                store.connect_kwargs, notified, runtime.metrics.store_listener_up.set
-            )
+        listener = _store_listener(runtime.store, deliveries, replica, runtime.metrics)
+        if listener is not None:
             spawn("store-listener", listener.run(side_stop))
 
-        loop = asyncio.get_running_loop()
-        # Signal handlers can only be set from the main thread; an embedding
-        # application running us elsewhere calls request_stop() instead.
-        own_signals = threading.current_thread() is threading.main_thread()
-        if own_signals:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, self.stop_requested.set)
         if on_ready is not None:
             await on_ready(self)
         await self.stop_requested.wait()
 
-        # Phase 1: stop intake (503) and claiming.
+        # Phase 1: stop intake (503) and claiming. What is held now is kept to the end:
+        # no full collection walks a million entries while draining or at exit.
+        gc.freeze()
         runtime.draining = True
         runtime.metrics.ready.set(0)
         runtime.bus.publish()  # wakes SSE streams so that they end now
@@ -316,6 +373,3 @@ class Service:
                 task.cancel()
             if still:
                 await asyncio.wait(still, timeout=1.0)
-        if own_signals:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(sig)

@@ -22,6 +22,7 @@ from orchestrator.errors import (
     EndedMeanwhile,
     GroupNotFound,
     NotAFunctionJob,
+    StillLoading,
     StoreUnavailable,
     TrackingNotFound,
     UnknownWorkspace,
@@ -46,13 +47,20 @@ INTAKE_STORE_BOUND_S = 5.0
 
 class Tracker:
     def __init__(
-        self, engine: Engine, store: Store, metrics: Metrics, elsewhere: HeldElsewhere | None = None
+        self,
+        engine: Engine,
+        store: Store,
+        metrics: Metrics,
+        elsewhere: HeldElsewhere | None = None,
+        loading: Callable[[], bool] = lambda: False,
     ) -> None:
         self._engine = engine
         self._store = store
         self._metrics = metrics
         # Several replicas: what to do with a tracking another replica polls.
         self._elsewhere = elsewhere
+        # True while the start-up load runs: the engine neither polls nor writes yet.
+        self._loading = loading
 
     # -- intake -------------------------------------------------------------
 
@@ -151,6 +159,7 @@ class Tracker:
         Raises what ``active_function_job`` raises, or EndedMeanwhile.
         """
         tracking = await self.active_function_job(tracking_id)
+        self._not_loading()
         answer = await self._engine.cancel(tracking_id)
         if answer is None and self._elsewhere is not None:
             answer = await self._elsewhere.cancel(tracking)
@@ -165,6 +174,7 @@ class Tracker:
         now). Raises what ``active_function_job`` raises, or EndedMeanwhile.
         """
         tracking = await self.active_function_job(tracking_id)
+        self._not_loading()
         # The stored body may already show an accepted stop or CanStopRetries: false.
         answer = await self._engine.stop_retries(tracking_id, expected_modified_at, tracking.remote)
         if answer is None:
@@ -178,6 +188,7 @@ class Tracker:
         """
         tracking = await self._stored(tracking_id)
         if tracking.state == TrackingState.ACTIVE:
+            self._not_loading()
             ended = await self._engine.abandon(tracking_id)
             if (
                 ended is None
@@ -251,6 +262,10 @@ class Tracker:
         if client is None:
             raise UnknownWorkspace
         return await execution_model(client, function_key)
+
+    def _not_loading(self) -> None:
+        if self._loading():
+            raise StillLoading
 
     async def _stored(self, tracking_id: str) -> Tracking:
         tracking = await self._store.get_tracking(tracking_id)

@@ -28,6 +28,17 @@ async def healthz(request: web.Request) -> web.Response:
 
 async def readyz(request: web.Request) -> web.Response:
     rt = request.app[RUNTIME]
+    loading = rt.loading
+    if loading is not None and not loading.done and not rt.draining:
+        # Alive and taking intake, not yet polling everything it holds.
+        rt.metrics.ready.set(0)
+        body = {
+            "status": "loading",
+            "reasons": ["loading active trackings"],
+            "loaded": loading.loaded,
+            "total": loading.total,
+        }
+        return web.json_response(body, status=503)
     reasons = []
     if rt.draining:
         reasons.append("draining")

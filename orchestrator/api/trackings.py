@@ -25,6 +25,7 @@ from orchestrator.errors import (
     EndedMeanwhile,
     GroupSealed,
     NotAFunctionJob,
+    StillLoading,
     TrackingError,
     TrackingNotFound,
     UnknownWorkspace,
@@ -70,6 +71,9 @@ def tracking_problem(
 
     ``not_function_job``: the title and detail of the route that only function jobs have.
     """
+    if isinstance(exc, StillLoading):
+        detail = "the service is loading its active trackings; retry in a moment"
+        return ApiProblem(503, "Loading", detail, headers={"Retry-After": "1"})
     if isinstance(exc, TrackingNotFound):
         return ApiProblem(404, "Not found", "no such tracking", field="tracking_id")
     if isinstance(exc, NotAFunctionJob):

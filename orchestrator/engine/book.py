@@ -30,21 +30,22 @@ import logging
 import math
 import random
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from orchestrator.engine.entry import Entry
+from orchestrator.engine.resume_plan import ResumePlan
+from orchestrator.vocabulary import NextPollReason
 
 if TYPE_CHECKING:
-    from orchestrator.config import PollingConfig
     from orchestrator.engine.poll_metrics import PollMetrics
     from orchestrator.kinds.base import KindHandler
     from orchestrator.store.base import Tracking
-    from orchestrator.vocabulary import NextPollReason
     from orchestrator.workspace.client import WorkspaceClient
     from orchestrator.workspace.gate import WorkspaceGate
 
 log = logging.getLogger("orchestrator.engine")
+_FIRST_READ = NextPollReason.FIRST_READ
 
 # Wake-ups are rounded up to this: a paced workload (a resume spread at the
 # rate limit, many trackings on similar delays) is read in small batches, each
@@ -56,45 +57,6 @@ GRANULE_S = 0.005
 # holds the entry once its reads are back.
 Handler = Callable[["Entry", int], Awaitable[None]]
 Expired = Callable[["Entry"], Awaitable[None]]
-
-
-# -- a restart's first reads --------------------------------------------------------------
-# Every active tracking is owed a first read, spread over the longer of the initial
-# delay and the time the workspace's rate limit needs for all of them, so a restart
-# never bursts above the limit (``orchestrator_resume_pending`` counts those not read yet).
-
-
-class ResumePlan:
-    __slots__ = ("count", "placed", "seeded", "window")
-
-    def __init__(self, count: int, window: float, seeded: float) -> None:
-        self.count = count
-        self.window = window
-        self.seeded = seeded  # the backoff step a resumed tracking starts from
-        self.placed = 0
-
-    def place(self, rng: random.Random) -> float:
-        """Seconds from the start of the resume to this tracking's first read."""
-        offset = self.window * (self.placed + rng.random()) / self.count
-        self.placed += 1
-        return offset
-
-
-def plan_resume(
-    counts: Mapping[str, int], rates: Mapping[str, float], p: PollingConfig
-) -> dict[str, ResumePlan]:
-    """One plan per configured workspace with active trackings."""
-    plans = {}
-    for ws, n in counts.items():
-        if ws in rates and n > 0:
-            window = max(p.initial_delay_s, n / rates[ws])
-            # Unless its first read finds a change, a resumed tracking is read
-            # again no sooner than one window later, even with the jitter's
-            # shortest draw: re-reads then never crowd out first reads.
-            soonest = p.multiplier * (1.0 - p.jitter)
-            seeded = min(p.max_delay_s, max(p.initial_delay_s, window / soonest))
-            plans[ws] = ResumePlan(n, window, seeded)
-    return plans
 
 
 class WorkspaceScheduler:
@@ -284,22 +246,81 @@ class Book:
     # -- taking work on ---------------------------------------------------------------
 
     def adopt(
-        self, t: Tracking, to_mono: float, work_class: str | None = None
+        self,
+        t: Tracking,
+        to_mono: float,
+        work_class: str | None = None,
+        resumed_delay: float | None = None,
     ) -> tuple[Entry, float] | None:
         """A new entry for active tracking ``t`` (new, resumed or claimed), not yet
         scheduled, and the earliest time (monotonic) to read it; None if held already.
 
         ``to_mono`` turns wall-clock times into monotonic ones (monotonic minus wall);
-        ``work_class`` is the intake's hint of the work's class.
+        ``work_class`` is the intake's hint of the work's class; ``resumed_delay``, the
+        delay a resumed one's backoff goes on from (as ``first_read`` will be given).
         """
         if t.tracking_id in self.entries or t.state != "active":
             return None
         adopted = self._handlers[t.kind].adopt(t, self._clients[t.workspace])
-        entry = Entry(t, t.deadline_at + to_mono, work_class, adopted.fingerprint, adopted.digest)
+        entry = Entry(
+            t,
+            t.deadline_at + to_mono,
+            work_class,
+            adopted.fingerprint,
+            adopted.digest,
+            resumed_delay,
+        )
         entry.kind_state = adopted.state
         self._add(entry)
         not_before = adopted.not_before
         return entry, 0.0 if not_before is None else not_before + to_mono
+
+    def resume(
+        self,
+        page: Sequence[Tracking],
+        plans: Mapping[str, ResumePlan],
+        start: float,
+        to_mono: float,
+        rng: random.Random,
+    ) -> None:
+        """``adopt`` and ``first_read`` for a page of resumed trackings, in bulk (a restart
+        takes a million): each first read where its workspace's plan places it, counted
+        from monotonic ``start``."""
+        entries, handlers, clients, pending = (
+            self.entries,
+            self._handlers,
+            self._clients,
+            self.pending,
+        )
+        held: Counter[tuple[str, str]] = Counter()
+        for t in page:
+            plan = plans.get(t.workspace)
+            if plan is None:
+                log.error(
+                    "tracking of an unconfigured workspace left as is",
+                    extra={"fields": {"tracking_id": t.tracking_id, "workspace": t.workspace}},
+                )
+                continue
+            if t.tracking_id in entries or t.state != "active":
+                continue  # held already: taken by intake while loading
+            adopted = handlers[t.kind].adopt(t, clients[t.workspace])
+            entry = Entry(
+                t, t.deadline_at + to_mono, None, adopted.fingerprint, adopted.digest, plan.seeded
+            )
+            entry.kind_state = adopted.state
+            entry.resumed = True
+            entries[t.tracking_id] = entry
+            held[entry.workspace, entry.kind] += 1
+            if plan.placed >= plan.count:  # more than counted: spread past the window
+                pending.add(entry.workspace, 1)
+            due = start + plan.place(rng)
+            not_before = adopted.not_before
+            if not_before is not None and not_before + to_mono > due:
+                due = not_before + to_mono
+            self.schedule(entry, due, _FIRST_READ)
+        for (workspace, kind), n in held.items():
+            self._held[workspace] += n
+            self._poll_metrics.held(workspace, kind, n)
 
     def first_read(
         self, entry: Entry, due: float, reason: NextPollReason, *, resumed_delay: float | None
@@ -308,7 +329,8 @@ class Book:
         one's backoff goes on from; None for new work)."""
         if resumed_delay is not None:
             entry.resumed = True
-            entry.state = entry.state._replace(delay=resumed_delay)
+            if entry.state.delay != resumed_delay:
+                entry.state = entry.state._replace(delay=resumed_delay)
         self.schedule(entry, due, reason)
 
     def first_read_done(self, entry: Entry) -> None:
@@ -379,12 +401,12 @@ class Book:
     def _add(self, entry: Entry) -> None:
         self.entries[entry.tracking_id] = entry
         self._held[entry.workspace] += 1
-        self._poll_metrics.active(entry.workspace, entry.kind).inc()
+        self._poll_metrics.held(entry.workspace, entry.kind, 1)
 
     def _remove(self, entry: Entry) -> None:
         if self.entries.pop(entry.tracking_id, None) is None:
             return
         self._held[entry.workspace] -= 1
-        self._poll_metrics.active(entry.workspace, entry.kind).dec()
+        self._poll_metrics.held(entry.workspace, entry.kind, -1)
         self.first_read_done(entry)  # ended (abandoned, expired) before its first read
         entry.ticket += 1

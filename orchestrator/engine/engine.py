@@ -10,23 +10,27 @@ retry-chain stop that a caller asked for.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import random
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import anyio
 
 from orchestrator import tracing
 from orchestrator.clock import Clock
 from orchestrator.config import Settings
-from orchestrator.engine.book import Book, plan_resume
+from orchestrator.engine.book import Book
 from orchestrator.engine.cancel import CancelAnswer, cancel
+from orchestrator.engine.counters import UnsavedCounters
 from orchestrator.engine.decision import End, ReadAt, Report, StoreDeadline, Write, decide, jittered
 from orchestrator.engine.ends import Ends, GroupMetrics
 from orchestrator.engine.entry import Entry
 from orchestrator.engine.learner import Learner
 from orchestrator.engine.poll_metrics import PollMetrics
+from orchestrator.engine.resume_plan import plan_resume
 from orchestrator.engine.writer import EngineWriter, Finisher, abandoned_result
 from orchestrator.events.bus import EventBus
 from orchestrator.events.cloudevents import EventFactory
@@ -41,6 +45,15 @@ from orchestrator.workspace.client import WorkspaceClient
 from orchestrator.workspace.enums import keep_enums_fresh
 
 log = logging.getLogger("orchestrator.engine")
+
+
+@dataclass
+class LoadProgress:
+    """How far the start-up load of the active trackings is (``/readyz``, metrics)."""
+
+    loaded: int = 0
+    total: int = 0
+    done: bool = False
 
 
 class Engine:
@@ -94,6 +107,8 @@ class Engine:
             lambda: self.stopping,
             self.ends,
         )
+        # Counters of reads that changed nothing: written a checkpoint later.
+        self.unsaved = UnsavedCounters(self.writer, self.book.entries, lambda: -self._mono_offset())
         self.stoppers = {  # one per workspace: each remembers the stops it saw accepted
             ws: RetryStopper(client, functools.partial(self.poll_metrics.admin_request, ws))
             for ws, client in clients.items()
@@ -132,47 +147,39 @@ class Engine:
             reason = NextPollReason.FIRST_READ if planned is None else NextPollReason.ADAPTIVE
             self.book.first_read(entry, max(due, due_floor), reason, resumed_delay=None)
 
-    async def resume(self, store: ActiveSource, page_size: int = 500) -> int:
+    async def resume(
+        self, store: ActiveSource, chunk: int = 2000, progress: LoadProgress | None = None
+    ) -> int:
         """Resume every active tracking after a restart; returns how many.
 
-        Rows are read a page at a time and kept only as compact entries (a restart's
+        Rows come a chunk at a time and are kept only as compact entries (a restart's
         peak memory stays near steady state). First reads are spread over the longer
         of the initial delay and what the workspace's rate limit needs for all of them,
-        planned from the counts, so pollers read the first pages while later ones load.
+        planned from the counts, in the order the rows come: the first loaded are due
+        first. ``progress`` counts what is loaded, for /readyz and the metrics.
         """
         rates = {ws: c.cfg.max_requests_per_second for ws, c in self.clients.items()}
-        plans = plan_resume(await store.active_counts(), rates, self.polling)
+        counts = await store.active_counts()
+        plans = plan_resume(counts, rates, self.polling)
+        progress = progress or LoadProgress()
+        progress.total = sum(counts.values())
         pending = self.book.pending
         for ws, counted in plans.items():
             pending.add(ws, counted.count)
         now = self.clock.monotonic()
         count = 0
-        after: str | None = None
-        while page := await store.load_active(after, page_size):
-            after = page[-1].tracking_id
-            count += len(page)
-            to_mono = self._mono_offset()
-            for t in page:
-                plan = plans.get(t.workspace)
-                if plan is None:
-                    log.error(
-                        "tracking of an unconfigured workspace left as is",
-                        extra={"fields": {"tracking_id": t.tracking_id, "workspace": t.workspace}},
-                    )
-                    continue
-                made = self.book.adopt(t, to_mono)
-                if made is None:
-                    continue
-                entry, due_floor = made
-                if plan.placed >= plan.count:  # more than counted: spread past the window
-                    pending.add(t.workspace, 1)
-                due = max(now + plan.place(self.rng), due_floor)
-                self.book.first_read(
-                    entry, due, NextPollReason.FIRST_READ, resumed_delay=plan.seeded
-                )
+        # Closed however the load ends (a stop while starting cancels it): the reading
+        # thread is told at once, not when the generator is collected.
+        async with contextlib.aclosing(store.active_chunks(chunk)) as pages:
+            async for page in pages:
+                count += len(page)
+                self.book.resume(page, plans, now, self._mono_offset(), self.rng)
+                progress.loaded = count
+                await asyncio.sleep(0)  # the API answers between chunks
         for ws, left in plans.items():
             if left.placed < left.count:  # counted, then gone before its page
                 pending.add(ws, left.placed - left.count)
+        progress.total = max(progress.total, count)
         return count
 
     # -- polling ------------------------------------------------------------
@@ -218,11 +225,13 @@ class Engine:
                     }},
                 )  # fmt: skip
         entry.state = d.state
+        written = False
         for effect in d.effects:
             match effect:
                 case ReadAt(due, reason):
                     self.book.schedule(entry, due, reason)
                 case Write(remote, changed, status_event):
+                    written = True
                     event = None
                     if status_event:
                         shown = entry.to_tracking(remote=j.remote, last_polled_at=now_w)
@@ -230,13 +239,20 @@ class Engine:
                     next_at = self._to_wall(entry.due)
                     self.writer.add(entry.update(now_w, remote, changed, next_at, event))
                 case StoreDeadline():
+                    written = True
                     self.writer.add(entry.update(now_w, None, False, now_w, deadline_moved=True))
                 case Report(snapshot, occurrence):
+                    written = True
                     shown = entry.to_tracking(remote=snapshot, last_polled_at=now_w)
                     reported = self.events.occurrence(shown, occurrence, now_w)
                     self.writer.add(entry.update(now_w, snapshot, True, now_w, reported))
                 case End():
                     await self._finish(entry, j, effect, now_w)
+                    return  # the terminal write carries the counters
+        if written:
+            self.unsaved.written(entry)
+        else:
+            self.unsaved.read(entry)
 
     async def _finish(self, entry: Entry, j: Judgement, end: End, now_w: float) -> None:
         result = end.result
@@ -311,6 +327,7 @@ class Engine:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._poll_all, name="pollers")
             tg.start_soon(self.writer.run, name="engine-writer")
+            tg.start_soon(self.unsaved.run, self._stop, name="counter-checkpoints")
             tg.start_soon(self.learner.run, self.store, self._stop, name="adaptive-flush")
             tg.start_soon(
                 keep_enums_fresh,
@@ -347,6 +364,7 @@ class Engine:
                 await self._pollers_done.wait()
         if self.finisher.tasks:
             await asyncio.wait(list(self.finisher.tasks))
-        await self.writer.checkpoint(list(self.entries.values()), -self._mono_offset())
+        # Only what was read since the last checkpoint: the rest is in the store already.
+        await self.unsaved.flush()
         await self.learner.flush(self.store)
         self.writer.close()

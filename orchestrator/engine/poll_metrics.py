@@ -38,7 +38,7 @@ class PollMetrics:
         self._polls: dict[tuple[str, str, str], Any] = {}
         self._durations: dict[tuple[str, str], Any] = {}
         self._lateness: dict[str, Any] = {}
-        self._active: dict[tuple[str, str], Any] = {}
+        self._active: dict[tuple[str, str], int] = {}
         self._up: dict[str, float] = {}  # workspace_up, read at scrape time
         self.pending = ResumePending(metrics)  # resumed trackings not read yet
 
@@ -74,14 +74,16 @@ class PollMetrics:
             self._m.workspace_up.labels(workspace=workspace).set_function(lambda: ups[workspace])
         self._up[workspace] = 1.0 if up else 0.0
 
-    def active(self, workspace: str, kind: str) -> Any:
+    def held(self, workspace: str, kind: str, n: int) -> None:
+        """``n`` more (or fewer) trackings held: a plain count, which the
+        trackings_active gauge reads when scraped (a resume adds a million)."""
         key = (workspace, kind)
-        child = self._active.get(key)
-        if child is None:
-            child = self._active[key] = self._m.trackings_active.labels(
-                workspace=workspace, kind=kind
-            )
-        return child
+        counts = self._active
+        if key not in counts:
+            counts[key] = 0
+            gauge = self._m.trackings_active.labels(workspace=workspace, kind=kind)
+            gauge.set_function(lambda: counts[key])
+        counts[key] += n
 
     def admin_request(self, workspace: str, route: str, result: str) -> None:
         self._m.admin_requests_total.labels(workspace=workspace, route=route, result=result).inc()

@@ -35,12 +35,12 @@ import logging
 import math
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from orchestrator.aio import bounded
 from orchestrator.errors import StoreError, StoreUnavailable
-from orchestrator.store.base import Claimed, Tracking
+from orchestrator.store.base import Claimed, Tracking, paged_active
 from orchestrator.vocabulary import LeaseLoss
 
 if TYPE_CHECKING:
@@ -107,6 +107,9 @@ class ClaimedBatch:
     ) -> list[Tracking]:
         rows = [t for t in self._rows if after is None or t.tracking_id > after]
         return rows if limit is None else rows[:limit]
+
+    def active_chunks(self, size: int) -> AsyncGenerator[list[Tracking], None]:
+        return paged_active(self, size)
 
 
 class Replica:

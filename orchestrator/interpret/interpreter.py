@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -333,7 +334,8 @@ def _folded(raw: Any) -> str:
 def _fingerprint(status: str | None, *parts: str) -> str:
     joined = "\x1f".join((status or "", *parts)).encode("utf-8", "backslashreplace")
     digest = hashlib.blake2b(joined, digest_size=8)
-    return f"{status or '?'}:{digest.hexdigest()}"
+    # Shared: a million trackings in one state hold one string, not 72 bytes each.
+    return sys.intern(f"{status or '?'}:{digest.hexdigest()}")
 
 
 def _invalid(reason: str, kind: str, **details: Any) -> Verdict:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.store.base import (
     Claimed,
@@ -23,8 +24,10 @@ from orchestrator.store.base import (
 )
 from orchestrator.store.codec import MAX_PAGE, InvalidCursor
 from orchestrator.store.memory import MemoryStore
-from orchestrator.store.postgres import PostgresStore
 from orchestrator.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from orchestrator.store.postgres import PostgresStore
 
 __all__ = [
     "MAX_PAGE",
@@ -49,6 +52,16 @@ __all__ = [
     "WorkClassSummary",
     "open_store",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # asyncpg is imported by those who use a PostgreSQL store only: a SQLite service
+    # starts (and answers /healthz) without it.
+    if name == "PostgresStore":
+        from orchestrator.store.postgres import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 async def open_store(

@@ -17,7 +17,7 @@ backend chooses how to persist them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol
 
@@ -259,6 +259,18 @@ class ActiveSource(Protocol):
 
     async def active_counts(self) -> dict[str, int]:
         """Active trackings per workspace (a resume plans its first reads with them)."""
+
+    def active_chunks(self, size: int) -> AsyncGenerator[list[Tracking], None]:
+        """Every active tracking once, about ``size`` at a time: a resume's one pass."""
+        ...
+
+
+async def paged_active(source: ActiveSource, size: int) -> AsyncGenerator[list[Tracking], None]:
+    """``active_chunks`` by pages of ``load_active``."""
+    after: str | None = None
+    while page := await source.load_active(after, size):
+        after = page[-1].tracking_id
+        yield page
 
 
 class Store(ActiveSource, GroupStore, Protocol):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
-from collections.abc import Awaitable, Callable, Container, Iterable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Container, Iterable, Sequence
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -32,6 +32,7 @@ from orchestrator.store.base import (
     Tracking,
     TrackingQuery,
     WorkClassSummary,
+    paged_active,
 )
 from orchestrator.store.queries import TRACKING_COLUMNS
 from orchestrator.vocabulary import Outcome, TrackingState
@@ -102,6 +103,24 @@ def tracking(row: Sequence[Any]) -> Tracking:
         v[name] = load(v[name])
     v["labels"] = load(v["labels"]) or {}
     return Tracking(**v)
+
+
+def active_tracking(row: Sequence[Any]) -> Tracking:
+    """A row of ``queries.ACTIVE_ALL``, as ``tracking`` reads a whole row, at a fifth
+    of the cost: a resume reads every active row."""
+    (tid, ws, kind, rid, status, remote, polls, polled_at, error, deadline, created, labels,
+     corr, callback, notify, fingerprint, digest, source, work_class, started, traceparent,
+     tracestate) = row  # fmt: skip
+    return Tracking(
+        tid, ws, kind, rid, TrackingState.ACTIVE, None, status,
+        None if remote is None else orjson.loads(remote),
+        None, polls, polled_at, None,
+        None if error is None else orjson.loads(error),
+        deadline, created, None,
+        {} if labels == b"{}" or labels is None else orjson.loads(labels),
+        corr, callback, notify, fingerprint, digest, source, None, work_class, started,
+        traceparent, tracestate,
+    )  # fmt: skip
 
 
 def new_tracking(item: NewTracking) -> Tracking:
@@ -277,6 +296,9 @@ class SqlShared:
         return [
             tracking(row) for row in await self._fetch(self._q.ACTIVE_TRACKINGS, after or "", size)
         ]
+
+    def active_chunks(self, size: int) -> AsyncGenerator[list[Tracking], None]:
+        return paged_active(self, size)
 
     async def active_counts(self) -> dict[str, int]:
         return {str(ws): int(n) for ws, n in await self._fetch(self._q.ACTIVE_COUNTS)}

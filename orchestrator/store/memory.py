@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
 
 from orchestrator.errors import StoreError
 from orchestrator.store import codec
@@ -25,6 +25,7 @@ from orchestrator.store.base import (
     TrackingQuery,
     WorkClassMerge,
     WorkClassSummary,
+    paged_active,
 )
 from orchestrator.store.groups import SealGroup
 from orchestrator.vocabulary import TrackingState
@@ -77,6 +78,9 @@ class MemoryStore(MemoryGroups, MemoryLog, Store):
         self._read()
         active = (t for t in self._trackings.values() if t.state == TrackingState.ACTIVE)
         return dict(Counter(t.workspace for t in active))
+
+    def active_chunks(self, size: int) -> AsyncGenerator[list[Tracking], None]:
+        return paged_active(self, size)
 
     async def load_active(
         self, after: str | None = None, limit: int | None = None

@@ -67,6 +67,16 @@ ACTIVE_TRACKINGS = (
     + " FROM trackings WHERE state = 'active' AND tracking_id > ?"
     " ORDER BY tracking_id LIMIT ?"
 )
+# Every active row in one statement, in no particular order: a resume's single pass
+# (one snapshot, so it ends). Only what an active tracking can hold: its state,
+# outcome, result, terminal time and stored next poll are known or not used.
+ACTIVE_ALL = (
+    "SELECT tracking_id, workspace, kind, remote_id, remote_status,"
+    " CASE WHEN remote_digest IS NULL THEN remote END, polls, last_polled_at, last_error,"
+    " deadline_at, created_at, labels, correlation_id, callback_url, notify,"
+    " remote_fingerprint, remote_digest, deadline_source, work_class, work_started_at,"
+    " traceparent, tracestate FROM trackings WHERE state = 'active'"
+)
 
 # Poll results, many rows in ONE statement: per row the first twelve columns of
 # codec.poll_row (NULL class and start: kept); only active rows move, a terminal

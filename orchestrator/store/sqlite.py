@@ -14,7 +14,7 @@ import fcntl
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, TypeVarTuple
 
@@ -39,6 +39,7 @@ from orchestrator.store.group_commit import GroupCommitWriter, is_unavailable
 from orchestrator.store.group_queries import SqlGroupReads
 from orchestrator.store.groups import Group, GroupEventFactory, SealGroup
 from orchestrator.store.schema import migrate_sqlite
+from orchestrator.store.sqlite_scan import active_chunks as _scan_active
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 CACHE_KIB = 32_768
@@ -218,6 +219,11 @@ class SqliteStore(codec.SqlShared, SqlGroupReads, Store):
 
     async def prune(self, before: float, batch: int) -> int:
         return await self._submit(ops.prune, before, batch, weight=max(1, batch))
+
+    def active_chunks(self, size: int) -> AsyncGenerator[list[Tracking], None]:
+        if self._reader is None:
+            raise StoreUnavailable("store is closed")
+        return _scan_active(self.path, size, BUSY_TIMEOUT_MS / 1000)
 
     async def _fetch(self, sql: str, *params: Any) -> list[Any]:
         if self._reader is None:

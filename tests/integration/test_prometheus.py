@@ -71,6 +71,11 @@ MUST_HAVE_DATA = (
     "Leases per replica",
     "Live peers",
     "Store up",
+    # The process row: prometheus-client's collectors and the start-up load.
+    "Resident memory",
+    "CPU",
+    "Open files",
+    "Start-up loading",
 )
 # The replicas row: each of contract section 9's metrics, per scraped replica.
 REPLICA_PANELS = {
@@ -547,6 +552,13 @@ async def test_every_panel_and_rule_evaluates_against_live_metrics(stack: Stack)
 
         done = _run([_tool("promtool"), "check", "metrics"], stdin=text)
         assert done.returncode == 0, done.stdout + done.stderr
+        # The process collectors, on the service's own registry.
+        for name in ("process_resident_memory_bytes", "process_cpu_seconds_total"):
+            assert _sum(text, name) > 0, name
+        assert _sum(text, "process_open_fds") >= 3
+        assert _sum(text, "orchestrator_resume_loaded") == _sum(
+            text, "orchestrator_resume_expected"
+        )
 
         # Prometheus has scraped the finished work, and at least one rate window's worth.
         terminal = _sum(text, "orchestrator_trackings_terminal_total")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -1024,3 +1025,20 @@ async def test_writable_then_closed(store: Store) -> None:
     with pytest.raises(StoreUnavailable):
         await store.load_active(limit=10)
     assert not await store.check_writable()
+
+
+async def test_one_pass_over_the_active_trackings_reads_them_as_load_active(store: Store) -> None:
+    labelled = new(2, labels={"team": "billing"}, correlation_id="c-2")
+    await store.create_trackings([new(1), labelled, new(3), new(4)])
+    await _digested_and_plain(store, {"Status": "Queued"}, {"Status": "Queued", "NextRunAt": "x"})
+    error = {"kind": "timeout", "message": "slow"}
+    await store.record_polls([poll("trk_3", 2, last_error=error)])
+    await store.finish([finish("trk_4", "evt-4")])
+    chunks = [chunk async for chunk in store.active_chunks(2)]
+    assert all(1 <= len(chunk) <= 2 for chunk in chunks)
+    passed = {t.tracking_id: t for chunk in chunks for t in chunk}
+    assert sorted(passed) == ["trk_1", "trk_2", "trk_3"]
+    for t in await store.load_active():
+        # Everything a resume reads is the same (its stored next poll it does not need).
+        unplanned = dataclasses.replace(passed[t.tracking_id], next_poll_at=None)
+        assert unplanned == dataclasses.replace(t, next_poll_at=None)
