@@ -110,7 +110,7 @@ def active_tracking(row: Sequence[Any]) -> Tracking:
     of the cost: a resume reads every active row."""
     (tid, ws, kind, rid, status, remote, polls, polled_at, error, deadline, created, labels,
      corr, callback, notify, fingerprint, digest, source, work_class, started, traceparent,
-     tracestate) = row  # fmt: skip
+     tracestate, group_name) = row  # fmt: skip
     return Tracking(
         tid, ws, kind, rid, TrackingState.ACTIVE, None, status,
         None if remote is None else orjson.loads(remote),
@@ -119,7 +119,7 @@ def active_tracking(row: Sequence[Any]) -> Tracking:
         deadline, created, None,
         {} if labels == b"{}" or labels is None else orjson.loads(labels),
         corr, callback, notify, fingerprint, digest, source, None, work_class, started,
-        traceparent, tracestate,
+        traceparent, tracestate, group_name,
     )  # fmt: skip
 
 

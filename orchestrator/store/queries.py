@@ -75,7 +75,7 @@ ACTIVE_ALL = (
     " CASE WHEN remote_digest IS NULL THEN remote END, polls, last_polled_at, last_error,"
     " deadline_at, created_at, labels, correlation_id, callback_url, notify,"
     " remote_fingerprint, remote_digest, deadline_source, work_class, work_started_at,"
-    " traceparent, tracestate FROM trackings WHERE state = 'active'"
+    " traceparent, tracestate, group_name FROM trackings WHERE state = 'active'"
 )
 
 # Poll results, many rows in ONE statement: per row the first twelve columns of

@@ -1028,7 +1028,7 @@ async def test_writable_then_closed(store: Store) -> None:
 
 
 async def test_one_pass_over_the_active_trackings_reads_them_as_load_active(store: Store) -> None:
-    labelled = new(2, labels={"team": "billing"}, correlation_id="c-2")
+    labelled = new(2, labels={"team": "billing"}, correlation_id="c-2", group_name="g-1")
     await store.create_trackings([new(1), labelled, new(3), new(4)])
     await _digested_and_plain(store, {"Status": "Queued"}, {"Status": "Queued", "NextRunAt": "x"})
     error = {"kind": "timeout", "message": "slow"}
