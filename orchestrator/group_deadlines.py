@@ -1,8 +1,11 @@
 """The groups' deadlines: a named background task of the service.
 
-Every ``CHECK_S`` it asks the store to end the groups whose deadline has passed
-(one indexed statement; nothing when none is due). On several replicas each runs
-it, and the store's ``outcome IS NULL`` guard lets exactly one end each group.
+Every ``CHECK_S`` it ends the groups whose deadline has passed, when the soonest
+deadline it knows of has come: its own seals' at once, the store's as of its last
+look (every ``ASK_EVERY`` checks), so a replica with no deadline due writes
+nothing and reads the store only then. On several replicas each runs it; a group
+whose sealing replica stopped is ended by another within ``ASK_EVERY`` checks, and
+the store's ``outcome IS NULL`` guard lets exactly one end each group.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("orchestrator.groups")
 
 CHECK_S = 1.0  # a group deadline is seen within this of passing
-COUNT_EVERY = 15  # checks between two counts of the open groups (a gauge)
+ASK_EVERY = 15  # checks between two looks at the store (the open groups gauge too)
 
 
 async def run_group_deadlines(
@@ -32,10 +35,11 @@ async def run_group_deadlines(
     checks = 0
     while not await wait_event(stop, CHECK_S):
         try:
-            if checks % COUNT_EVERY == 0:
+            ask = checks % ASK_EVERY == 0
+            if ask:
                 metrics.groups_open.set(await tracker.count_open_groups())
             checks += 1
-            ended = await tracker.expire_groups()
+            ended = await tracker.expire_groups(ask)
         except StoreError as exc:
             log.warning("group deadlines not checked: %s", exc)
             continue

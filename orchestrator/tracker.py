@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -61,6 +62,7 @@ class Tracker:
         self._elsewhere = elsewhere
         # True while the start-up load runs: the engine neither polls nor writes yet.
         self._loading = loading
+        self._deadline_soonest: float | None = None  # of the groups not ended yet
 
     # -- intake -------------------------------------------------------------
 
@@ -213,6 +215,8 @@ class Tracker:
         if sealed is None:
             raise GroupNotFound(name)
         self._group_news(name)
+        if sealed.deadline_at is not None and sealed.outcome is None:
+            self._deadline_soonest = min(sealed.deadline_at, self._deadline_soonest or math.inf)
         return sealed
 
     def group_seal(self, name: str, at: float, trace: tuple[str | None, str | None]) -> SealGroup:
@@ -245,9 +249,20 @@ class Tracker:
     async def count_open_groups(self) -> int:
         return await self._store.count_open_groups()
 
-    async def expire_groups(self) -> builtins.list[Group]:
-        """End the groups whose deadline has passed, each with its event."""
-        ended = await self._store.expire_groups(self._engine.clock.now(), self._engine.events.group)
+    async def expire_groups(self, ask_store: bool) -> builtins.list[Group]:
+        """End the groups whose deadline has passed, each with its event.
+
+        The soonest deadline is known from this replica's seals, and from the store
+        when ``ask_store``: the end takes the event log's lock, which terminal writes
+        queue behind, so it is taken only when a deadline is due.
+        """
+        if ask_store:
+            self._deadline_soonest = await self._store.next_group_deadline()
+        now = self._engine.clock.now()
+        if self._deadline_soonest is None or self._deadline_soonest > now:
+            return []
+        ended = await self._store.expire_groups(now, self._engine.events.group)
+        self._deadline_soonest = await self._store.next_group_deadline()
         for group in ended:
             self._group_news(group.name)
         return ended
