@@ -194,11 +194,18 @@ class Replica:
                     if self.state == "holding" and not self._engine.stopping:
                         if renewed:
                             await self._rebalance()
-                        await self._claim()
+                        # A renewal come due goes first: on a slow store a claim's round
+                        # trips would hold it back until the leases stop reads.
+                        if self._mono() < self._next_renew:
+                            await self._claim()
                 self._metrics.replica_peers.set(len(self.peers))
-            due = self._mono() + self._claim_every
+            wait_s = self._claim_every
+            if self.state != "stalled":  # a renewal due sooner is not left waiting
+                # (at least a tick: a wait of a rounding error would come back too early)
+                wait_s = min(wait_s, max(0.01, self._next_renew - self._mono()))
+            due = self._mono() + wait_s
             self._wake.clear()
-            await _wait_either(stop, self._wake, self._claim_every)
+            await _wait_either(stop, self._wake, wait_s)
             lateness = max(0.0, self._mono() - due)
 
     async def _renew(self) -> bool:

@@ -14,7 +14,7 @@ from orchestrator.engine.replica import Replica
 from orchestrator.errors import StoreUnavailable
 from orchestrator.events.bus import EventBus
 from orchestrator.metrics import Metrics
-from orchestrator.store.base import Renewal
+from orchestrator.store.base import Claimed, Renewal
 from orchestrator.store.memory import MemoryStore
 from tests.engine.harness import body, rig, run
 
@@ -150,6 +150,62 @@ def test_a_joining_replica_reads_only_once_every_peer_has_counted_it() -> None:
         await asyncio.sleep(3)  # r3 at 7 s; r1's next heartbeat sees it
         assert replica.state == "holding"
         assert r.transport.count(JOB) >= 1
+        stop.set()
+        await task
+        await r.close()
+
+    run(main)
+
+
+class SlowStore(MemoryStore):
+    """Every lease and count call answers after ``slow_s`` (a distant database): a
+    renewal, a rebalance's count and a claim together take longer than a lease's
+    valid part."""
+
+    shares_work = True
+
+    def __init__(self, inner: MemoryStore, clock: Callable[[], float], slow_s: float) -> None:
+        self.__dict__.update(inner.__dict__)
+        self.clock = clock
+        self.slow_s = slow_s
+        self.claims = 0
+
+    async def renew_leases(self, held: int) -> Renewal:
+        await asyncio.sleep(self.slow_s)
+        return Renewal({}, {"r1": self.clock()})
+
+    async def active_counts(self) -> dict[str, int]:
+        await asyncio.sleep(self.slow_s)
+        return await super().active_counts()
+
+    async def claim_trackings(self, limit: int) -> Claimed:
+        self.claims += 1
+        await asyncio.sleep(self.slow_s)
+        return Claimed([], 0)
+
+
+def test_on_a_slow_store_renewals_keep_the_leases_valid_however_slow_the_claims() -> None:
+    """Renewal, rebalance count and claim at a fifth of a lease each: a loop that
+    claimed before renewing again would let the leases stop reads every round."""
+
+    async def main() -> None:
+        r = await rig(store={"lease_timeout_s": LEASE_S})
+        store = SlowStore(r.store, r.clock.monotonic, LEASE_S / 5)
+        replica = Replica(
+            replica_id="r1", store=store, engine=r.engine, settings=r.settings,
+            metrics=Metrics(), bus=EventBus(), monotonic=r.clock.monotonic,
+        )  # fmt: skip
+        gate = r.engine.clients["default"].gate
+        stop = asyncio.Event()
+        task = asyncio.create_task(replica.run(stop))
+        await asyncio.sleep(LEASE_S / 5 + 1)  # the first renewal has landed
+        lapsed = []
+        for second in range(int(10 * LEASE_S)):
+            if gate.leases_valid_until <= r.clock.monotonic():
+                lapsed.append(second)
+            await asyncio.sleep(1)
+        assert lapsed == []
+        assert replica.state == "holding"
         stop.set()
         await task
         await r.close()
