@@ -236,7 +236,7 @@ class Timeline:
     healed: float = 0.0
     # (seconds from start, replica, seconds the answer took, status: 0 none)
     ready: list[tuple[float, int, float, int]] = field(default_factory=list)
-    # (seconds from start, replica, store_up, leases)
+    # (seconds from start when the scrape answered, replica, store_up, leases)
     gauges: list[tuple[float, int, float | None, float | None]] = field(default_factory=list)
 
     def at(self) -> float:
@@ -250,12 +250,15 @@ async def _watch(fleet: list[Replica], session: aiohttp.ClientSession, tl: Timel
             took, status, _ = await probe(session, r.serve.url + "/readyz")
             tl.ready.append((at, i, took, status))
             _, mstatus, text = await probe(session, r.serve.url + "/metrics")
+            # Stamped when answered: a scrape sent just before the heal may show the
+            # state after it.
+            answered = tl.at()
             if mstatus == 200:
                 up = metric_sum(text, "orchestrator_store_up")
                 leases = metric_sum(text, "orchestrator_replica_leases")
-                tl.gauges.append((at, i, up, leases))
+                tl.gauges.append((answered, i, up, leases))
             else:
-                tl.gauges.append((at, i, None, None))
+                tl.gauges.append((answered, i, None, None))
         await asyncio.sleep(0.5)
 
 
