@@ -185,7 +185,10 @@ class PostgresStore(codec.SqlShared, SqlGroupReads, Store):
         if not items and seal is None:
             return []
         columns = _columns([codec.insert_tracking_params(item) for item in items], 17)
-        async with self._pool.connection("intake not stored", transaction=True) as conn:
+        # Rows alone are one statement, atomic by itself: no BEGIN and COMMIT round trips
+        # (on a distant database, intake answers in one round trip rather than three).
+        alone = seal is None and not any(i.labels or i.group_name is not None for i in items)
+        async with self._pool.connection("intake not stored", transaction=not alone) as conn:
             rows = await conn.fetch(
                 q.INSERT_TRACKINGS, *columns, self.replica_id, self.lease_timeout_s
             )
