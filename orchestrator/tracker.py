@@ -216,7 +216,8 @@ class Tracker:
             raise GroupNotFound(name)
         self._group_news(name)
         if sealed.deadline_at is not None and sealed.outcome is None:
-            self._deadline_soonest = min(sealed.deadline_at, self._deadline_soonest or math.inf)
+            known = math.inf if self._deadline_soonest is None else self._deadline_soonest
+            self._deadline_soonest = min(sealed.deadline_at, known)
         return sealed
 
     def group_seal(self, name: str, at: float, trace: tuple[str | None, str | None]) -> SealGroup:
