@@ -21,7 +21,9 @@ from orchestrator.engine.entry import Entry
 from orchestrator.engine.writer import EngineWriter
 
 # A SIGKILL loses at most the counters of reads made within this (docs/operations.md).
-CHECKPOINT_S = 5.0
+# Each checkpoint rewrites the row of every tracking read since the last: at 5 s,
+# where a tracking is read every few seconds, that was a row write per read.
+CHECKPOINT_S = 30.0
 # Entries sent between two turns of the loop: a checkpoint of a large book goes out
 # in small steps, between reads, rather than holding the loop for it at once.
 _TURN = 500

@@ -51,8 +51,10 @@ def test_a_stop_writes_only_the_counters_read_since_the_last_checkpoint() -> Non
         for i in range(HELD):
             r.transport.script(JOBS + f"J-{i}", body(200, _running(f"J-{i}")))
             ids.append((await r.track("function_job", f"J-{i}")).tracking_id)
-        # Every job read a few times (1, 2, 4, 8 s...), then none for a long while.
-        await asyncio.sleep(40)
+        # Every job read a few times (1, 2, 4, 8 s... apart, each +-20%): the seventh
+        # read by 152 s, the eighth not before 204 s, a quiet stretch longer than a
+        # checkpoint interval and a stop.
+        await asyncio.sleep(155)
         held = {t: e.state.polls for t, e in r.engine.entries.items()}
         assert len(held) == HELD and min(held.values()) >= 3
         # A checkpoint later the store has every entry's counters, unasked.
