@@ -24,6 +24,9 @@ async def test_occurrences_enqueue_and_overlaps_are_skipped(client: aiohttp.Clie
     assert schedule["Status"] == "Enabled" and schedule["NextRunAt"]
     assert schedule["TargetHealth"] == "Healthy" and schedule["ActiveJobId"] is None
     await asyncio.sleep(3.2)
+    # Disabled before it is read: an occurrence between two reads would count in one.
+    status, disabled = await call(client, "PATCH", "/_sim/schedules/sch-test", {"Enabled": False})
+    assert status == 200 and disabled["Status"] == "Disabled" and disabled["NextRunAt"] is None
     status, jobs = await call(
         client, "GET", f"{OPS}/jobs?Source=Schedule&ScheduleId=sch-test&Limit=50"
     )
@@ -39,9 +42,7 @@ async def test_occurrences_enqueue_and_overlaps_are_skipped(client: aiohttp.Clie
         client, "GET", f"{OPS}/runs?ScheduleId=sch-test&Status=Skipped"
     )
     assert only_skipped["Total"] == len(skipped)
-    # Disabling stops new occurrences but leaves the active job alone.
-    status, disabled = await call(client, "PATCH", "/_sim/schedules/sch-test", {"Enabled": False})
-    assert status == 200 and disabled["Status"] == "Disabled" and disabled["NextRunAt"] is None
+    # Disabling stopped new occurrences but left the active job alone.
     count = jobs["Total"] + len(skipped)
     await asyncio.sleep(1.1)
     status, jobs_after = await call(client, "GET", f"{OPS}/jobs?ScheduleId=sch-test")
